@@ -1,0 +1,111 @@
+// weft/detail/rooted_context.hpp — a task_context that owns a task<T>'s frame.
+//
+// The root coroutine of a context has no continuation; when it finishes, the
+// context moves its outcome (value or exception) into `result` and destroys
+// the frame at once, so a finished task costs only its result until someone
+// takes it. A context cancelled before it ever ran gets `cancelled` as its
+// outcome and its frame is destroyed unrun.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include <weft/detail/context.hpp>
+#include <weft/errors.hpp>
+#include <weft/task.hpp>
+
+namespace weft::detail {
+
+// The outcome of a finished strand: a value, or an exception.
+template <class T>
+struct task_outcome {
+  union {
+    T value;
+  };
+  bool has_value = false;
+  std::exception_ptr error;
+
+  task_outcome() noexcept {}
+  ~task_outcome() {
+    if (has_value) value.~T();
+  }
+  void take_from(task_promise<T>& p) noexcept {
+    if (p.error) {
+      error = p.error;
+      return;
+    }
+    try {
+      ::new (static_cast<void*>(std::addressof(value))) T(std::move(p.value));
+      has_value = true;
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  T take() {
+    if (error) std::rethrow_exception(error);
+    return std::move(value);
+  }
+};
+
+template <class T>
+struct task_outcome<T&> {
+  T* value = nullptr;
+  std::exception_ptr error;
+  void take_from(task_promise<T&>& p) noexcept {
+    if (p.error) error = p.error;
+    else value = p.value;
+  }
+  T& take() {
+    if (error) std::rethrow_exception(error);
+    return *value;
+  }
+};
+
+template <>
+struct task_outcome<void> {
+  std::exception_ptr error;
+  void take_from(task_promise<void>& p) noexcept { error = p.error; }
+  void take() {
+    if (error) std::rethrow_exception(error);
+  }
+};
+
+// True when `e` holds weft::cancelled (the normal end of a cancelled task,
+// which is not worth reporting as an error).
+bool is_cancellation(const std::exception_ptr& e) noexcept;
+
+template <class T>
+struct rooted_context : task_context {
+  std::coroutine_handle<task_promise<T>> root;
+  task_outcome<T> result;
+
+  // Precondition: t holds a coroutine (callers reject an empty task first).
+  explicit rooted_context(task<T>&& t) noexcept : root(t.release()) {
+    root.promise().root_of = this;
+    resume_point = root;
+    finished = &on_finished;
+  }
+  rooted_context(const rooted_context&) = delete;
+  rooted_context& operator=(const rooted_context&) = delete;
+  ~rooted_context() {
+    if (root) root.destroy();  // never started (e.g. the runtime refused it)
+  }
+
+  static void on_finished(task_context* c, bool ran) noexcept {
+    auto* self = static_cast<rooted_context*>(c);
+    if (ran) {
+      self->result.take_from(self->root.promise());
+    } else {
+      self->result.error = std::make_exception_ptr(cancelled{});
+    }
+    std::exchange(self->root, {}).destroy();
+    if (self->on_outcome) self->on_outcome(self);
+  }
+  // Set by the owner: the outcome is now in `result` (home loop).
+  void (*on_outcome)(rooted_context*) noexcept = nullptr;
+};
+
+}  // namespace weft::detail

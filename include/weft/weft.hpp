@@ -1,0 +1,13 @@
+// weft/weft.hpp — everything in weft's public API, in one include.
+#pragma once
+
+#include <weft/bounded_elastic.hpp>
+#include <weft/cancel.hpp>
+#include <weft/errors.hpp>
+#include <weft/join_handle.hpp>
+#include <weft/runtime.hpp>
+#include <weft/scheduled_handle.hpp>
+#include <weft/task.hpp>
+#include <weft/time.hpp>
+#include <weft/when_all.hpp>
+#include <weft/yield.hpp>

@@ -1,0 +1,201 @@
+// weft/when_all.hpp — run tasks concurrently and wait for all of them, or the first.
+//
+// Each child runs as a context of its own (queued on the parent's loop, where
+// an idle loop may steal it), so the children really run concurrently. The
+// parent is woken once, when the last child has finished and no cancel
+// delivery to any child is still in flight; so the children's frames and
+// results, which live in the parent's frame, are never touched after it moves on.
+//
+// when_all: the first child to throw has its exception rethrown, after the
+// others were cancelled and awaited. when_any: the first child to finish wins
+// (its value, or its exception rethrown); the rest are cancelled and awaited.
+// A parent cancelled while waiting cancels its children, and they are awaited.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <weft/detail/context.hpp>
+#include <weft/detail/rooted_context.hpp>
+#include <weft/errors.hpp>
+#include <weft/task.hpp>
+
+namespace weft {
+
+namespace detail {
+
+template <class T>
+using non_void_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+// What the children of one when_all / when_any share with their parent.
+struct child_group : cancel_hook {
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  task_context* parent = nullptr;
+  std::vector<task_context*> members;
+  std::atomic<std::size_t> remaining{0};
+  // when_all: the first child to fail; when_any: the first child to finish.
+  std::atomic<std::size_t> decided{none};
+  bool first_finisher_wins = false;
+  bool cancelled_before_start = false;
+
+  explicit child_group(std::size_t n) : members(n, nullptr) { on_cancel = &cancel_children; }
+
+  static void cancel_children(cancel_hook* h) noexcept {
+    auto* g = static_cast<child_group*>(h);
+    for (task_context* c : g->members) request_cancel(c);
+  }
+  // A child's outcome is in place (child's home loop).
+  void child_outcome(std::size_t index, bool failed) noexcept {
+    if (!failed && !first_finisher_wins) return;
+    std::size_t expected = none;
+    // acq_rel: the parent reads `decided` after the wake, which already orders it;
+    // this only has to pick one winner among children on different loops.
+    if (decided.compare_exchange_strong(expected, index, std::memory_order_acq_rel)) {
+      for (std::size_t i = 0; i < members.size(); ++i)
+        if (i != index) request_cancel(members[i]);
+    }
+  }
+  // A child finished and nothing is in flight to it (child's home loop).
+  void child_quiesced() noexcept {
+    // acq_rel: the last child must see the others' outcomes before waking the parent.
+    if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) wake(parent);
+  }
+
+  // await_suspend's half: false when the parent is already cancelled.
+  bool start(std::coroutine_handle<> h) {
+    parent = current_context();
+    if (parent == nullptr) throw std::logic_error("weft: when_all/when_any awaited outside a weft task");
+    if (is_cancelled(parent)) {
+      cancelled_before_start = true;
+      return false;
+    }
+    remaining.store(members.size(), std::memory_order_relaxed);
+    parent->resume_point = h;
+    parent->hook = this;
+    for (task_context* c : members) start_on_current_loop(c);
+    return true;
+  }
+};
+
+template <class T>
+struct child_context final : rooted_context<T> {
+  child_group* group;
+  std::size_t index;
+  child_context(task<T>&& t, child_group* g, std::size_t i) noexcept
+      : rooted_context<T>(std::move(t)), group(g), index(i) {
+    this->on_outcome = [](rooted_context<T>* c) noexcept {
+      auto* self = static_cast<child_context*>(c);
+      self->group->child_outcome(self->index, static_cast<bool>(self->result.error));
+    };
+    this->quiesced = [](task_context* c) noexcept {
+      static_cast<child_context*>(c)->group->child_quiesced();
+    };
+  }
+};
+
+template <class T>
+std::unique_ptr<child_context<T>> make_child(task<T>&& t, child_group& g, std::size_t i) {
+  if (!t) throw std::invalid_argument("weft: when_all/when_any given an empty task");
+  auto c = std::make_unique<child_context<T>>(std::move(t), &g, i);
+  g.members[i] = c.get();  // by index: tuple elements are built in no fixed order
+  return c;
+}
+
+template <class T>
+non_void_t<T> take_value(child_context<T>& c) {
+  if constexpr (std::is_void_v<T>) {
+    c.result.take();
+    return std::monostate{};
+  } else {
+    return c.result.take();
+  }
+}
+
+template <class... Ts>
+struct all_of_awaiter {
+  child_group group;
+  std::tuple<std::unique_ptr<child_context<Ts>>...> children;
+
+  explicit all_of_awaiter(task<Ts>&&... ts) : all_of_awaiter(std::index_sequence_for<Ts...>{}, std::move(ts)...) {}
+  template <std::size_t... Is>
+  all_of_awaiter(std::index_sequence<Is...>, task<Ts>&&... ts)
+      : group(sizeof...(Ts)), children(make_child(std::move(ts), group, Is)...) {}
+
+  bool await_ready() const noexcept { return sizeof...(Ts) == 0; }
+  bool await_suspend(std::coroutine_handle<> h) { return group.start(h); }
+  std::tuple<non_void_t<Ts>...> await_resume() {
+    if (group.cancelled_before_start) throw cancelled{};
+    std::size_t failed = group.decided.load(std::memory_order_acquire);
+    if (failed != child_group::none) {
+      std::rethrow_exception(error_of(failed));
+    }
+    return std::apply([](auto&... c) { return std::tuple<non_void_t<Ts>...>(take_value(*c)...); }, children);
+  }
+  std::exception_ptr error_of(std::size_t index) {
+    std::exception_ptr e;
+    std::size_t i = 0;
+    std::apply([&](auto&... c) { ((i++ == index ? (e = c->result.error, 0) : 0), ...); }, children);
+    return e;
+  }
+};
+
+template <class T>
+struct vector_awaiter {
+  child_group group;
+  std::vector<std::unique_ptr<child_context<T>>> children;
+
+  vector_awaiter(std::vector<task<T>>&& ts, bool first_wins) : group(ts.size()) {
+    group.first_finisher_wins = first_wins;
+    children.reserve(ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) children.push_back(make_child(std::move(ts[i]), group, i));
+  }
+  bool await_ready() const noexcept { return children.empty(); }
+  bool await_suspend(std::coroutine_handle<> h) { return group.start(h); }
+  void await_resume() const {
+    if (group.cancelled_before_start) throw cancelled{};
+  }
+};
+
+}  // namespace detail
+
+// Runs every task concurrently; yields their results in order (void → std::monostate).
+template <class... Ts>
+task<std::tuple<detail::non_void_t<Ts>...>> when_all(task<Ts>... ts) {
+  detail::all_of_awaiter<Ts...> all(std::move(ts)...);
+  co_return co_await all;
+}
+
+template <class T>
+task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> ts) {
+  detail::vector_awaiter<T> all(std::move(ts), false);
+  co_await all;
+  std::size_t failed = all.group.decided.load(std::memory_order_acquire);
+  if (failed != detail::child_group::none) std::rethrow_exception(all.children[failed]->result.error);
+  std::vector<detail::non_void_t<T>> out;
+  out.reserve(all.children.size());
+  for (auto& c : all.children) out.push_back(detail::take_value(*c));
+  co_return out;
+}
+
+// The first task to finish wins: yields (its index, its value), or rethrows
+// what it threw. The others are cancelled and awaited first.
+template <class T>
+task<std::pair<std::size_t, detail::non_void_t<T>>> when_any(std::vector<task<T>> ts) {
+  if (ts.empty()) throw std::invalid_argument("weft: when_any of no tasks has no first to finish; pass at least one");
+  detail::vector_awaiter<T> any(std::move(ts), true);
+  co_await any;
+  std::size_t winner = any.group.decided.load(std::memory_order_acquire);
+  // Every child finished; if the parent was cancelled they may all have been
+  // cancelled before any won: then the parent's cancellation is the outcome.
+  if (winner == detail::child_group::none) throw cancelled{};
+  co_return std::pair<std::size_t, detail::non_void_t<T>>(winner, detail::take_value(*any.children[winner]));
+}
+
+}  // namespace weft

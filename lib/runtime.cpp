@@ -1,0 +1,159 @@
+// lib/runtime.cpp — the runtime's life: options checked, rings set up before
+// any thread starts (so a setup failure is a constructor exception), threads
+// started, spawns routed, and shutdown: refuse, cancel, wait, join.
+#include "runtime_impl.hpp"
+
+#include <pthread.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+namespace weft {
+
+namespace detail {
+
+namespace {
+runtime_options checked(runtime_options o) {
+  if (o.ring_entries == 0)
+    throw std::invalid_argument("weft: runtime_options::ring_entries must be at least 1 (the default is 256)");
+  if (o.timer_tick <= std::chrono::nanoseconds::zero())
+    throw std::invalid_argument("weft: runtime_options::timer_tick must be positive (the default is 1 ms)");
+  if (o.loops == 0) o.loops = std::max(1u, std::thread::hardware_concurrency());
+  return o;
+}
+
+// The pool reports a failed execute()d job where the runtime reports a
+// failed detached task, unless the pool was given a handler of its own.
+elastic_options pool_options(const runtime_options& o, error_sink* sink) {
+  elastic_options e = o.blocking;
+  if (!e.on_error) e.on_error = [sink](std::exception_ptr ex) { sink->report(std::move(ex)); };
+  return e;
+}
+}  // namespace
+
+runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked(std::move(o))), errors(new error_sink), pool(pool_options(opts, errors.p)) {
+  errors->on_error = opts.on_error;
+  loops.reserve(opts.loops);
+  for (unsigned i = 0; i < opts.loops; ++i)
+    loops.push_back(std::make_unique<loop>(*this, i, opts.ring_entries, opts.timer_tick, opts.faults));
+  threads_.reserve(opts.loops);
+  try {
+    for (auto& l : loops) {
+      threads_.emplace_back([lp = l.get()] { lp->run(); });
+      std::string name = "weft-loop-" + std::to_string(l->index);
+      pthread_setname_np(threads_.back().native_handle(), name.c_str());
+    }
+  } catch (...) {
+    // No task can exist yet: stop the loops that did start and report.
+    for (auto& l : loops) l->quit();
+    for (auto& t : threads_) t.join();
+    throw;
+  }
+}
+
+runtime_impl::~runtime_impl() { shutdown(); }
+
+void runtime_impl::spawn(task_context* ctx) {
+  ctx->run = &claim_context;
+  loop* cur = this_thread().current_loop;
+  if (cur != nullptr && &cur->rt == this) {
+    if (stopping.load(std::memory_order_relaxed))
+      throw rejected_execution("weft: spawn refused: the runtime is shutting down");
+    cur->count_spawn();
+    cur->push_fresh(ctx);
+    return;
+  }
+  // seq_cst, both: counted before the check, so shutdown() either refuses this
+  // spawn here or sees it counted and waits for it (a Dekker handshake).
+  foreign_spawned_.fetch_add(1);
+  if (stopping.load()) {
+    foreign_spawned_.fetch_sub(1);
+    throw rejected_execution("weft: spawn refused: the runtime is shutting down");
+  }
+  loops[next_loop_.fetch_add(1, std::memory_order_relaxed) % loops.size()]->push_fresh(ctx);
+}
+
+void runtime_impl::wake_idle_peer(loop* from) noexcept {
+  // seq_cst: pairs with loop::sleep's increment; a loop going to sleep after
+  // this read re-checks every fresh queue itself.
+  if (sleepers.load() == 0) return;
+  for (auto& l : loops) {
+    if (l.get() != from && l->sleeping.load()) {
+      l->kick();
+      return;
+    }
+  }
+}
+
+std::size_t runtime_impl::steal_into(loop& thief, run_queue& out, std::size_t max) noexcept {
+  const std::size_t n = loops.size();
+  for (std::size_t k = 1; k < n; ++k) {
+    loop& victim = *loops[(thief.index + k) % n];
+    std::size_t avail = victim.fresh.size();
+    if (avail == 0) continue;
+    if (std::size_t got = victim.fresh.take(out, std::min(max, (avail + 1) / 2))) return got;
+  }
+  return 0;
+}
+
+bool runtime_impl::any_fresh_work() const noexcept {
+  for (auto& l : loops)
+    if (l->fresh.size() > 0) return true;
+  return false;
+}
+
+std::uint64_t runtime_impl::live() const noexcept {
+  std::uint64_t done = 0, started = 0;
+  for (auto& l : loops) done += l->completed.load(std::memory_order_acquire);
+  started = foreign_spawned_.load();
+  for (auto& l : loops) started += l->spawned.load(std::memory_order_acquire);
+  return started - done;
+}
+
+void runtime_impl::shutdown() {
+  if (!stopping.exchange(true))
+    for (auto& l : loops) l->begin_stop();
+  loop* cur = this_thread().current_loop;
+  if (cur != nullptr && &cur->rt == this) return;  // cannot wait for ourselves
+  std::lock_guard<std::mutex> g(shutdown_mu_);
+  if (joined_) return;
+  // Cancelled tasks unwind on their loops; a millisecond poll is fine for a
+  // once-per-runtime wait, and needs no wake-up path from every completion.
+  while (live() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (auto& l : loops) l->quit();
+  for (auto& t : threads_) t.join();
+  joined_ = true;
+  pool.shutdown();
+  pool.await_termination(std::chrono::nanoseconds::max());
+}
+
+runtime_stats runtime_impl::stats() const {
+  runtime_stats s;
+  for (auto& l : loops) {
+    s.completed += l->completed.load(std::memory_order_acquire);
+    s.timers += l->armed_timers.load(std::memory_order_relaxed);
+    s.queued_per_loop.push_back(l->queued.load(std::memory_order_relaxed));
+  }
+  s.spawned = foreign_spawned_.load();
+  for (auto& l : loops) s.spawned += l->spawned.load(std::memory_order_acquire);
+  s.live_tasks = static_cast<std::size_t>(s.spawned - s.completed);
+  return s;
+}
+
+}  // namespace detail
+
+runtime::runtime(runtime_options o) : impl_(std::make_unique<detail::runtime_impl>(*this, std::move(o))) {}
+runtime::~runtime() { impl_->shutdown(); }
+bounded_elastic& runtime::blocking() noexcept { return impl_->pool; }
+unsigned runtime::loops() const noexcept { return static_cast<unsigned>(impl_->loops.size()); }
+void runtime::shutdown() { impl_->shutdown(); }
+runtime_stats runtime::stats() const { return impl_->stats(); }
+
+runtime* runtime::current() noexcept {
+  detail::loop* l = detail::this_thread().current_loop;
+  return l ? &l->rt.pub : nullptr;
+}
+bool runtime::on_loop_thread() noexcept { return detail::this_thread().current_loop != nullptr; }
+
+}  // namespace weft

@@ -1,0 +1,61 @@
+// lib/runtime_impl.hpp — what a runtime owns: its loops, their threads, the
+// blocking pool, and the shutdown sequence.
+//
+// Counting live tasks without a shared hot counter: each loop counts the
+// contexts spawned from its thread and the contexts that finished on it
+// (single-writer atomics, see loop::bump); plain threads count their spawns in
+// `foreign_spawned`. A spawn is counted before it is queued, so it happens
+// before its own completion; live() reads every completion counter first and
+// every spawn counter after, and so never reports zero while a task is alive.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <weft/runtime.hpp>
+
+#include "loop.hpp"
+
+namespace weft::detail {
+
+class runtime_impl {
+ public:
+  runtime_impl(runtime& pub, runtime_options opts);
+  ~runtime_impl();
+
+  void spawn(task_context* ctx);           // any thread
+  void wake_idle_peer(loop* from) noexcept;
+  std::size_t steal_into(loop& thief, run_queue& out, std::size_t max) noexcept;
+  bool any_fresh_work() const noexcept;
+  std::uint64_t live() const noexcept;
+  void shutdown();
+  runtime_stats stats() const;
+
+  runtime& pub;
+  runtime_options opts;
+  std::vector<std::unique_ptr<loop>> loops;
+  std::atomic<unsigned> sleepers{0};
+  std::atomic<bool> stopping{false};
+  // Shared with join handles that hold failed outcomes; our reference is
+  // dropped when the runtime goes (or its constructor fails).
+  struct sink_ref {
+    error_sink* p;
+    ~sink_ref() { p->drop_ref(); }
+    error_sink* operator->() const noexcept { return p; }
+    operator error_sink*() const noexcept { return p; }
+  } errors;
+  bounded_elastic pool;
+
+ private:
+  std::vector<std::thread> threads_;
+  std::atomic<unsigned> next_loop_{0};
+  std::atomic<std::uint64_t> foreign_spawned_{0};
+  std::mutex shutdown_mu_;
+  bool joined_ = false;
+};
+
+}  // namespace weft::detail

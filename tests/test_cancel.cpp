@@ -1,0 +1,151 @@
+// tests/test_cancel.cpp — cancellation: delivered at every suspension point,
+// prompt for a parked task, never lost when it lands before the next
+// suspension point, and racing completion without double or missing wakes.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <weft/weft.hpp>
+
+#include "support.hpp"
+
+#include "never.hpp"
+
+using namespace weft;
+using test::eventually;
+using test::finishes_cancelled;
+using test::generous;
+using test::loops;
+using namespace std::chrono_literals;
+
+TEST_CASE("cancelling a task parked where nothing else would resume it wakes it with cancelled") {
+  runtime rt(loops(2));
+  never::parked = 0;
+  auto h = rt.spawn([]() -> task<void> { co_await never{}; }());
+  while (never::parked == 0) std::this_thread::yield();
+  h.cancel();
+  CHECK(finishes_cancelled(h));
+}
+
+TEST_CASE("cancelling a task suspended on yield throws cancelled from the yield") {
+  runtime rt(loops(1));
+  std::atomic<int> rounds{0};
+  auto h = rt.spawn([](std::atomic<int>& r) -> task<void> {
+    for (;;) {
+      ++r;
+      co_await yield();
+    }
+  }(rounds));
+  while (rounds < 100) std::this_thread::yield();
+  h.cancel();
+  CHECK(finishes_cancelled(h));
+}
+
+TEST_CASE("cancelling a task suspended on a join wakes it, and the joined task keeps running") {
+  runtime rt(loops(2));
+  never::parked = 0;
+  std::atomic<bool> joiner_cancelled{false};
+  auto inner = rt.spawn([]() -> task<void> { co_await never{}; }());
+  auto outer = rt.spawn([](join_handle<void>& in, std::atomic<bool>& jc) -> task<void> {
+    try {
+      co_await in;
+    } catch (const cancelled&) {
+      jc = true;
+      throw;
+    }
+  }(inner, joiner_cancelled));
+  while (never::parked == 0) std::this_thread::yield();
+  std::this_thread::sleep_for(5ms);  // let outer park on the join (either order is valid)
+  outer.cancel();
+  CHECK(finishes_cancelled(outer));
+  CHECK(joiner_cancelled);
+  CHECK_FALSE(inner.done());
+  inner.cancel();
+  CHECK(finishes_cancelled(inner));
+}
+
+TEST_CASE("a cancel that lands before the next suspension point is not lost") {
+  runtime rt(loops(2));
+  std::atomic<bool> computing{false}, go_on{false};
+  auto h = rt.spawn([](std::atomic<bool>& c, std::atomic<bool>& g) -> task<int> {
+    c = true;
+    while (!g) {
+    }  // compute, no suspension point
+    CHECK(this_task::is_cancelled());
+    co_await never{};  // must throw at once instead of parking
+    co_return 1;
+  }(computing, go_on));
+  while (!computing) std::this_thread::yield();
+  h.cancel();
+  go_on = true;
+  CHECK(finishes_cancelled(h));
+}
+
+TEST_CASE("a task cancelled before it starts never runs") {
+  runtime rt(loops(1));
+  std::atomic<bool> ran{false};
+  rt.block_on([](std::atomic<bool>& r) -> task<void> {
+    auto h = spawn([](std::atomic<bool>& rr) -> task<void> {
+      rr = true;
+      co_return;
+    }(r));
+    h.cancel();  // still queued: this loop is busy running us
+    try {
+      co_await h;
+    } catch (const cancelled&) {
+    }
+  }(ran));
+  CHECK_FALSE(ran);
+}
+
+TEST_CASE("is_cancelled is false off a loop thread and in a task nobody cancelled") {
+  CHECK_FALSE(this_task::is_cancelled());
+  runtime rt(loops(1));
+  CHECK_FALSE(rt.block_on([]() -> task<bool> { co_return this_task::is_cancelled(); }()));
+}
+
+TEST_CASE("cancel racing completion: either the value or cancelled, never both or neither") {
+  runtime rt(loops(2));
+  int values = 0, cancels = 0;
+  for (int round = 0; round < 2000; ++round) {
+    auto h = rt.spawn([]() -> task<int> {
+      co_await yield();
+      co_return 7;
+    }());
+    if (round % 3 != 0) h.cancel();
+    try {
+      int v = h.join_blocking();
+      CHECK(v == 7);
+      ++values;
+    } catch (const cancelled&) {
+      ++cancels;
+    }
+  }
+  CHECK(values + cancels == 2000);
+  CHECK(values >= 2000 / 3);
+}
+
+TEST_CASE("cancelling a joiner racing the joined task's completion wakes it exactly once") {
+  runtime rt(loops(2));
+  for (int round = 0; round < 1000; ++round) {
+    auto joiner = rt.spawn([]() -> task<int> {
+      auto h = spawn([]() -> task<int> {
+        co_await yield();
+        co_return 3;
+      }());
+      co_return co_await h;
+    }());
+    joiner.cancel();
+    try {
+      int v = joiner.join_blocking();
+      CHECK(v == 3);
+    } catch (const cancelled&) {
+    }
+  }
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (rt.stats().live_tasks != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
+  CHECK(rt.stats().live_tasks == 0);
+}

@@ -1,0 +1,265 @@
+// tests/test_runtime.cpp — the runtime: options, loops, spawn and join from
+// loops and plain threads, work spreading, errors of detached tasks, shutdown.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <weft/weft.hpp>
+
+#include "support.hpp"
+
+#include "counted.hpp"
+#include "never.hpp"
+
+using namespace weft;
+using test::eventually;
+using test::finishes_cancelled;
+using test::generous;
+using test::loops;
+using namespace std::chrono_literals;
+
+TEST_CASE("bad options throw invalid_argument naming the option") {
+  runtime_options o = loops(1);
+  o.ring_entries = 0;
+  CHECK_THROWS_WITH_AS(runtime{o}, doctest::Contains("ring_entries"), std::invalid_argument);
+  o = loops(1);
+  o.timer_tick = 0ns;
+  CHECK_THROWS_WITH_AS(runtime{o}, doctest::Contains("timer_tick"), std::invalid_argument);
+  o.timer_tick = -1ms;
+  CHECK_THROWS_WITH_AS(runtime{o}, doctest::Contains("timer_tick"), std::invalid_argument);
+}
+
+TEST_CASE("io_uring setup failure throws system_error naming the cause") {
+  detail::ring_faults faults;
+  runtime_options o = loops(2);
+  o.faults = &faults;
+  faults.setup_errno = ENOMEM;
+  try {
+    runtime rt(o);
+    FAIL("the runtime was built on a ring that failed");
+  } catch (const std::system_error& e) {
+    CHECK(e.code().value() == ENOMEM);
+    CHECK(std::string(e.what()).find("RLIMIT_MEMLOCK") != std::string::npos);
+  }
+  faults.setup_errno = EPERM;
+  CHECK_THROWS_AS(runtime{o}, std::system_error);
+  faults.setup_errno = 0;
+  o.ring_entries = 1u << 20;  // beyond the kernel's limit
+  CHECK_THROWS_AS(runtime{o}, std::system_error);
+}
+
+TEST_CASE("runtime::current is null off a loop thread and the runtime on one") {
+  runtime rt(loops(2));
+  CHECK(runtime::current() == nullptr);
+  runtime* seen = rt.block_on([]() -> task<runtime*> { co_return runtime::current(); }());
+  CHECK(seen == &rt);
+  CHECK(rt.loops() == 2);
+}
+
+TEST_CASE("loops = 0 means one loop per hardware thread") {
+  runtime rt;
+  CHECK(rt.loops() == std::max(1u, std::thread::hardware_concurrency()));
+}
+
+TEST_CASE("block_on on a loop thread throws logic_error") {
+  runtime rt(loops(1));
+  bool threw = rt.block_on([&]() -> task<bool> {
+    try {
+      rt.block_on([]() -> task<int> { co_return 1; }());
+    } catch (const std::logic_error&) {
+      co_return true;
+    }
+    co_return false;
+  }());
+  CHECK(threw);
+}
+
+TEST_CASE("spawn off a loop thread throws logic_error") {
+  CHECK_THROWS_AS(spawn([]() -> task<int> { co_return 1; }()), std::logic_error);
+}
+
+TEST_CASE("spawned tasks are joined with their values and exceptions") {
+  runtime rt(loops(2));
+  int sum = rt.block_on([]() -> task<int> {
+    std::vector<join_handle<int>> hs;
+    for (int i = 0; i < 1000; ++i) hs.push_back(spawn([](int v) -> task<int> { co_return v; }(i)));
+    int s = 0;
+    for (auto& h : hs) s += co_await h;
+    co_return s;
+  }());
+  CHECK(sum == 999 * 1000 / 2);
+
+  bool caught = rt.block_on([]() -> task<bool> {
+    auto h = spawn([]() -> task<void> {
+      throw std::runtime_error("from a spawned task");
+      co_return;
+    }());
+    try {
+      co_await h;
+    } catch (const std::runtime_error& e) {
+      co_return std::string(e.what()) == "from a spawned task";
+    }
+    co_return false;
+  }());
+  CHECK(caught);
+}
+
+TEST_CASE("a join_handle joined twice is a logic error") {
+  runtime rt(loops(1));
+  CHECK_THROWS_AS(rt.block_on([]() -> task<int> {
+    auto h = spawn([]() -> task<int> { co_return 1; }());
+    int a = co_await h;
+    co_return a + co_await h;
+  }()),
+                  std::logic_error);
+}
+
+TEST_CASE("spawn from a foreign thread wakes a sleeping loop") {
+  runtime rt(loops(2));
+  std::this_thread::sleep_for(20ms);  // let both loops fall asleep in the kernel
+  std::atomic<bool> ran{false};
+  auto h = rt.spawn([](std::atomic<bool>& r) -> task<void> {
+    r = true;
+    co_return;
+  }(ran));
+  auto deadline = std::chrono::steady_clock::now() + 10s;  // "did not hang"
+  while (!h.done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
+  CHECK(h.done());
+  CHECK(ran);
+}
+
+TEST_CASE("a burst spawned on one loop spreads to the idle loop") {
+  runtime rt(loops(2));
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  rt.block_on([&]() -> task<void> {
+    std::vector<join_handle<void>> hs;
+    for (int i = 0; i < 400; ++i)
+      hs.push_back(spawn([](std::mutex& m, std::set<std::thread::id>& seen) -> task<void> {
+        auto until = std::chrono::steady_clock::now() + 200us;  // a little compute each
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        std::lock_guard<std::mutex> g(m);
+        seen.insert(std::this_thread::get_id());
+        co_return;
+      }(mu, threads)));
+    for (auto& h : hs) co_await h;
+  }());
+  CHECK(threads.size() == 2);
+}
+
+TEST_CASE("a detached task that throws goes to on_error, not terminate") {
+  std::atomic<int> errors{0};
+  runtime_options o = loops(2);
+  o.on_error = [&](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::runtime_error&) {
+      ++errors;
+    }
+  };
+  join_handle<void> h;
+  {
+    runtime rt(o);
+    rt.block_on([]() -> task<void> {
+      for (int i = 0; i < 10; ++i)
+        spawn([]() -> task<void> {
+          throw std::runtime_error("detached");
+          co_return;
+        }());  // handle dropped at once: detached
+      co_return;
+    }());
+    h = rt.spawn([]() -> task<void> {
+      throw std::runtime_error("dropped after it finished");
+      co_return;
+    }());
+    while (!h.done()) std::this_thread::sleep_for(100us);
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (errors < 10 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
+    CHECK(errors == 10);
+  }
+  h = {};  // dropped unjoined after its runtime is gone: reported, safely
+  CHECK(errors == 11);
+}
+
+TEST_CASE("an exception taken through a join handle is not reported to on_error") {
+  std::atomic<int> errors{0};
+  runtime_options o = loops(1);
+  o.on_error = [&](std::exception_ptr) { ++errors; };
+  runtime rt(o);
+  auto h = rt.spawn([]() -> task<int> {
+    throw std::runtime_error("seen");
+    co_return 0;
+  }());
+  CHECK_THROWS_AS(h.join_blocking(), std::runtime_error);
+  CHECK(errors == 0);
+}
+
+TEST_CASE("stats count spawned, completed and live tasks") {
+  runtime rt(loops(2));
+  rt.block_on([]() -> task<void> {
+    std::vector<join_handle<int>> hs;
+    for (int i = 0; i < 100; ++i) hs.push_back(spawn([]() -> task<int> { co_return 1; }()));
+    for (auto& h : hs) co_await h;
+  }());
+  auto s = rt.stats();
+  CHECK(s.spawned >= 101);  // 100 + the block_on root
+  CHECK(s.queued_per_loop.size() == 2);
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (rt.stats().live_tasks != 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
+  s = rt.stats();
+  CHECK(s.live_tasks == 0);
+  CHECK(s.completed == s.spawned);
+}
+
+TEST_CASE("shutdown cancels live tasks, waits for them, and leaks no frame") {
+  counted::reset();
+  std::atomic<int> unwound{0};
+  {
+    runtime rt(loops(2));
+    for (int i = 0; i < 100; ++i)
+      rt.spawn([](counted, std::atomic<int>& u) -> task<void> {
+        try {
+          co_await never{};
+        } catch (const cancelled&) {
+          ++u;
+          throw;
+        }
+      }(counted{}, unwound));
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (never::parked < 100 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100us);
+    rt.shutdown();
+    CHECK(unwound == 100);
+    CHECK(rt.stats().live_tasks == 0);
+    rt.shutdown();  // idempotent
+  }
+  CHECK(counted::alive() == 0);
+}
+
+TEST_CASE("spawn after shutdown throws rejected_execution") {
+  runtime rt(loops(1));
+  rt.shutdown();
+  CHECK_THROWS_AS(rt.spawn([]() -> task<int> { co_return 1; }()), rejected_execution);
+  CHECK_THROWS_AS(rt.block_on([]() -> task<int> { co_return 1; }()), rejected_execution);
+}
+
+TEST_CASE("tasks spawned but never started are dropped unrun at shutdown") {
+  counted::reset();
+  {
+    runtime rt(loops(1));
+    rt.block_on([]() -> task<void> {
+      for (int i = 0; i < 1000; ++i) spawn([](counted) -> task<void> { co_return; }(counted{}));
+      runtime::current()->shutdown();  // from the loop: starts the shutdown, cannot wait
+      co_return;
+    }());
+  }
+  CHECK(counted::alive() == 0);
+}

@@ -1,0 +1,65 @@
+// weft/detail/timer.hpp — the timer node awaitables embed, and the calls that
+// arm and disarm one on the current loop's timer wheel (lib/timer_wheel.hpp
+// holds the wheel itself and its invariants).
+//
+// A node is intrusive: it lives in its owner (a sleeping coroutine's frame, a
+// scheduled job), so arming allocates nothing. It is armed on, fired on, and
+// disarmed on one loop: the one that armed it. `fire` runs on that loop when
+// the deadline has passed, after the node was removed from the wheel.
+#pragma once
+
+#include <cassert>
+#include <chrono>
+#include <cstdint>
+
+namespace weft {
+
+using clock = std::chrono::steady_clock;
+
+namespace detail {
+
+class timer_wheel;
+
+// Links of an intrusive circular list. Slot heads are bare links (sentinels);
+// nodes derive from it so the same pointers thread both.
+struct timer_link {
+  timer_link* prev = nullptr;
+  timer_link* next = nullptr;
+};
+
+// One armed-or-not timer. The owner sets `fire` and keeps the node alive and
+// in place while it is armed; the wheel owns the links and the sequence.
+// Copying copies deadline and fire, never the arming.
+struct timer_node : private timer_link {
+  std::int64_t deadline = 0;  // ns on the steady clock's epoch; written by insert()
+  void (*fire)(timer_node*) noexcept = nullptr;  // for the owner; the wheel never calls it
+
+  timer_node() noexcept = default;
+  timer_node(const timer_node& other) noexcept
+      : timer_link{}, deadline(other.deadline), fire(other.fire) {}
+  timer_node& operator=(const timer_node& other) noexcept {
+    assert(!armed() && "assigning over an armed timer_node would orphan its links");
+    deadline = other.deadline;
+    fire = other.fire;
+    return *this;
+  }
+  // An armed node dying leaves the wheel pointing into freed memory.
+  ~timer_node() { assert(!armed() && "a timer_node must be removed before its storage ends"); }
+
+  bool armed() const noexcept { return next != nullptr; }
+
+ private:
+  friend class timer_wheel;
+  std::uint64_t seq_ = 0;  // arm order; breaks ties between equal deadlines
+};
+
+
+// Arms n on the current loop's wheel for `deadline` (time_point::max() is
+// "never": clamped to the wheel's horizon, and cancellable). O(1), no
+// allocation. Loop threads only; n must not be armed already.
+void arm_timer(timer_node* n, clock::time_point deadline) noexcept;
+// Removes n if armed; O(1). On the loop that armed it.
+void disarm_timer(timer_node* n) noexcept;
+
+}  // namespace detail
+}  // namespace weft

@@ -1,0 +1,199 @@
+// weft/time.hpp — sleeping, deadlines and periodic ticks on the loop's timer wheel.
+//
+// Every timer lives in the timer wheel of the loop that armed it, and its node
+// lives in the awaiting coroutine's frame: arming and cancelling allocate
+// nothing and cost O(1). The loop waits for time only through one io_uring
+// timeout armed for its wheel's earliest expiry. No timer fires before its
+// deadline; deadlines are rounded up to the loop's tick (runtime_options::
+// timer_tick), so a timer is late by at most about one tick plus scheduling.
+//
+// Each of these is a cancellation point, even when it does not wait.
+// Durations and time points saturate: duration::max() means "forever" and
+// never overflows.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <stdexcept>
+
+#include <weft/detail/context.hpp>
+#include <weft/detail/timer.hpp>
+#include <weft/errors.hpp>
+#include <weft/task.hpp>
+#include <weft/detail/rooted_context.hpp>
+
+namespace weft {
+
+using clock = std::chrono::steady_clock;
+
+namespace detail {
+
+// Parks the current task until `deadline` (a cancellation point; a deadline
+// already past resumes at once).
+struct sleep_awaiter : cancel_hook, timer_node {
+  clock::time_point deadline;
+  task_context* ctx = nullptr;
+  bool cancelled_ = false;
+
+  explicit sleep_awaiter(clock::time_point d) noexcept : deadline(d) {
+    on_cancel = [](cancel_hook* h) noexcept {
+      auto* self = static_cast<sleep_awaiter*>(h);
+      disarm_timer(self);
+      self->cancelled_ = true;
+      wake(self->ctx);
+    };
+    fire = [](timer_node* n) noexcept { wake(static_cast<sleep_awaiter*>(n)->ctx); };
+  }
+  sleep_awaiter(const sleep_awaiter& o) noexcept : sleep_awaiter(o.deadline) {}
+
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> h) {
+    ctx = current_context();
+    if (ctx == nullptr) throw std::logic_error("weft: sleep awaited outside a weft task");
+    if (is_cancelled(ctx)) {
+      cancelled_ = true;
+      return false;
+    }
+    if (deadline <= clock::now()) return false;
+    ctx->resume_point = h;
+    ctx->hook = this;
+    arm_timer(this, deadline);
+    return true;
+  }
+  // A sleep whose task was cancelled by the time it resumes throws, even if
+  // its timer fired first: the cancel is delivered, and the timer counts as
+  // not having fired for it.
+  void await_resume() const {
+    if (cancelled_ || is_cancelled(ctx)) throw cancelled{};
+  }
+};
+
+// now + d, saturating at time_point::max() (and at min() for huge negatives).
+clock::time_point deadline_after(clock::duration d) noexcept;
+
+}  // namespace detail
+
+// d <= 0: no wait, still a cancellation point.
+[[nodiscard]] inline detail::sleep_awaiter sleep_for(clock::duration d) {
+  return detail::sleep_awaiter(detail::deadline_after(d));
+}
+// t in the past: resumes at once.
+[[nodiscard]] inline detail::sleep_awaiter sleep_until(clock::time_point t) { return detail::sleep_awaiter(t); }
+
+namespace detail {
+
+// Runs a task as a child context on the current loop with a deadline: at the
+// deadline the child is cancelled, and the parent resumes once it unwound.
+// The child runs on the parent's loop (start_local), so the child's end, the
+// timer and the parent all live on one loop and need no synchronisation.
+template <class T>
+struct deadline_awaiter : timer_node, cancel_hook {
+  struct child_t final : rooted_context<T> {
+    deadline_awaiter* owner;
+    child_t(task<T>&& t, deadline_awaiter* o) noexcept : rooted_context<T>(std::move(t)), owner(o) {
+      this->quiesced = [](task_context* c) noexcept { static_cast<child_t*>(c)->owner->child_done(); };
+    }
+  };
+  child_t child;
+  task_context* parent = nullptr;
+  clock::time_point deadline;
+  bool fired = false;
+  bool cancelled_before_start = false;
+
+  // Precondition: t is not empty (timeout() checks).
+  deadline_awaiter(task<T>&& t, clock::time_point d) noexcept : child(std::move(t), this), deadline(d) {
+    on_cancel = [](cancel_hook* h) noexcept {
+      // The parent was cancelled: so is the child; the timer goes when it is done.
+      request_cancel(&static_cast<deadline_awaiter*>(h)->child);
+    };
+    fire = [](timer_node* n) noexcept {
+      auto* self = static_cast<deadline_awaiter*>(n);
+      self->fired = true;
+      request_cancel(&self->child);
+    };
+  }
+  void child_done() noexcept {
+    disarm_timer(this);  // finished first: the timer is removed at once
+    wake(parent);
+  }
+
+  bool await_ready() const noexcept { return false; }
+  bool await_suspend(std::coroutine_handle<> h) {
+    parent = current_context();
+    if (parent == nullptr) throw std::logic_error("weft: timeout() awaited outside a weft task");
+    if (is_cancelled(parent)) {
+      cancelled_before_start = true;
+      return false;
+    }
+    parent->resume_point = h;
+    parent->hook = this;
+    arm_timer(this, deadline);
+    start_local(&child);
+    return true;
+  }
+  decltype(auto) await_resume() {
+    if (cancelled_before_start) throw cancelled{};
+    if (fired && child.result.error && is_cancellation(child.result.error) && !is_cancelled(parent))
+      throw timed_out();
+    return child.result.take();
+  }
+};
+
+}  // namespace detail
+
+// Runs t; at the deadline cancels it, waits for it to unwind, and throws
+// timed_out. If t finishes first its timer is removed at once. Timeouts nest.
+namespace detail {
+template <class T>
+task<T> run_with_deadline(clock::time_point deadline, task<T> t) {
+  deadline_awaiter<T> a(std::move(t), deadline);
+  co_return co_await a;
+}
+}  // namespace detail
+
+// std::invalid_argument at once for an empty task.
+template <class T>
+task<T> timeout(clock::duration d, task<T> t) {
+  if (!t) throw std::invalid_argument("weft: timeout() given an empty task (moved from or already awaited)");
+  return detail::run_with_deadline(detail::deadline_after(d), std::move(t));
+}
+
+enum class missed_tick { burst, delay, skip };  // Tokio's MissedTickBehavior
+
+// Ticks due at start + first_delay + k·period. When the body overran and ticks
+// were missed: `burst` delivers them back to back (each yielding its own due
+// time) and stays on the grid; `delay` delivers one at once and restarts the
+// grid from that moment; `skip` delivers one at once, then continues at the
+// next grid point after now.
+class interval {
+ public:
+  // std::invalid_argument when period <= 0.
+  explicit interval(clock::duration period, missed_tick = missed_tick::burst,
+                    clock::duration first_delay = clock::duration::zero());
+
+  struct tick_awaiter : detail::sleep_awaiter {
+    interval* owner;
+    tick_awaiter(interval* i, clock::time_point due) noexcept : sleep_awaiter(due), owner(i) {}
+    clock::time_point await_resume() {
+      sleep_awaiter::await_resume();
+      return owner->delivered(deadline, clock::now());
+    }
+  };
+  // Yields the clock::time_point this tick was due.
+  [[nodiscard]] tick_awaiter tick() noexcept { return tick_awaiter(this, next_); }
+
+  clock::duration period() const noexcept { return period_; }
+  missed_tick behavior() const noexcept { return mode_; }
+
+  // The next tick's due time after one due at `due` was delivered at `now`
+  // (public for tests of the arithmetic; tick() calls it).
+  clock::time_point delivered(clock::time_point due, clock::time_point now) noexcept;
+
+ private:
+  clock::duration period_;
+  missed_tick mode_;
+  clock::time_point start_;  // the grid's origin: construction time + first_delay
+  clock::time_point next_;
+};
+
+}  // namespace weft

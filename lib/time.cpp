@@ -1,0 +1,71 @@
+// lib/time.cpp — timers on the current loop's wheel, saturating deadline
+// arithmetic, and interval's missed-tick rules (see weft/time.hpp).
+#include <weft/time.hpp>
+
+#include <stdexcept>
+
+#include "loop.hpp"
+
+namespace weft {
+
+namespace detail {
+
+namespace {
+// The wheel counts in ns on the steady clock's epoch; time_point::max() is
+// "never", which the wheel clamps to its horizon.
+std::int64_t to_ns(clock::time_point t) noexcept { return t.time_since_epoch().count(); }
+
+loop& timer_loop() noexcept {
+  loop* l = this_thread().current_loop;
+  assert(l != nullptr && "timers are armed from awaitables, which run on loop threads");
+  return *l;
+}
+}  // namespace
+
+void arm_timer(timer_node* n, clock::time_point deadline) noexcept {
+  loop& l = timer_loop();
+  l.timers().insert(n, to_ns(deadline));
+  l.armed_timers.store(l.timers().size(), std::memory_order_relaxed);
+}
+
+void disarm_timer(timer_node* n) noexcept {
+  loop& l = timer_loop();
+  l.timers().remove(n);
+  l.armed_timers.store(l.timers().size(), std::memory_order_relaxed);
+}
+
+clock::time_point deadline_after(clock::duration d) noexcept {
+  const clock::time_point now = clock::now();
+  if (d > clock::duration::zero() && now > clock::time_point::max() - d) return clock::time_point::max();
+  if (d < clock::duration::zero() && now < clock::time_point::min() - d) return clock::time_point::min();
+  return now + d;
+}
+
+}  // namespace detail
+
+interval::interval(clock::duration period, missed_tick mode, clock::duration first_delay)
+    : period_(period), mode_(mode) {
+  if (period <= clock::duration::zero())
+    throw std::invalid_argument("weft: interval period must be positive (a zero period would tick forever at once)");
+  start_ = detail::deadline_after(first_delay < clock::duration::zero() ? clock::duration::zero() : first_delay);
+  next_ = start_;
+}
+
+clock::time_point interval::delivered(clock::time_point due, clock::time_point now) noexcept {
+  const auto saturating_add = [](clock::time_point t, clock::duration d) {
+    return t > clock::time_point::max() - d ? clock::time_point::max() : t + d;
+  };
+  const clock::time_point on_grid = saturating_add(due, period_);
+  if (now < on_grid || mode_ == missed_tick::burst) {
+    next_ = on_grid;  // on time, or catching up tick by tick
+  } else if (mode_ == missed_tick::delay) {
+    next_ = saturating_add(now, period_);
+  } else {
+    // skip: the first grid point strictly after now.
+    const auto behind = (now - start_) / period_ + 1;
+    next_ = start_ + behind * period_;
+  }
+  return due;
+}
+
+}  // namespace weft

@@ -1,0 +1,89 @@
+// bench/weft/w4_offload.cpp — W4 of BENCHMARKS.md on weft: from tasks on a
+// 2-loop runtime, hand a blocking no-op to the runtime's pool with offload()
+// and await its result back on the loop.
+//  (a) N sequential round trips from one task -> rt_p50_us, rt_p99_us
+//  (b) N offloads with at most 64 in flight (64 tasks pulling indices from
+//      one counter, so the pool never idles while work remains) -> offloads_per_s
+// Checks: every job ran on a pool thread (not a loop) and returned its index,
+// and every await resumed on the loop thread that suspended. `--n N` sets the
+// count of each part (default 100,000).
+#include <weft/offload.hpp>
+#include <weft/weft.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "../common.hpp"
+
+namespace {
+
+constexpr std::size_t default_offloads = 100'000;
+constexpr std::size_t max_in_flight = 64;  // BENCHMARKS.md (b)
+constexpr std::uint64_t on_a_loop = ~std::uint64_t{0};
+
+// The blocking no-op: its index back, or a marker if it ran on a loop thread.
+std::uint64_t job(std::uint64_t i) { return weft::runtime::current() == nullptr ? i : on_a_loop; }
+
+struct figures {
+  std::vector<std::int64_t> round_trip_ns;
+  std::int64_t concurrent_ns = 0;
+  std::size_t bad = 0;  // wrong result, ran on a loop, or resumed elsewhere
+};
+
+weft::task<void> sequential(std::size_t n, figures& out) {
+  out.round_trip_ns.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto before = std::this_thread::get_id();
+    const std::int64_t t0 = bench::now_ns();
+    std::uint64_t r = co_await weft::offload([i] { return job(i); });
+    out.round_trip_ns[i] = bench::now_ns() - t0;
+    if (r != i || std::this_thread::get_id() != before) ++out.bad;
+  }
+}
+
+weft::task<std::size_t> puller(std::atomic<std::size_t>& next, std::size_t n) {
+  std::size_t bad = 0;
+  for (std::size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) {
+    const auto before = std::this_thread::get_id();
+    std::uint64_t r = co_await weft::offload([i] { return job(i); });
+    if (r != i || std::this_thread::get_id() != before) ++bad;
+  }
+  co_return bad;
+}
+
+weft::task<void> concurrent(std::size_t n, figures& out) {
+  std::atomic<std::size_t> next{0};
+  std::vector<weft::join_handle<std::size_t>> pullers;
+  const std::int64_t t0 = bench::now_ns();
+  for (std::size_t w = 0; w < max_in_flight && w < n; ++w) pullers.push_back(weft::spawn(puller(next, n)));
+  for (auto& h : pullers) out.bad += co_await h;
+  out.concurrent_ns = bench::now_ns() - t0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::size_t n = bench::parse_n(argc, argv, default_offloads);
+  weft::runtime_options o;
+  o.loops = 2;
+  weft::runtime rt(o);
+  figures out;
+  rt.block_on(sequential(n, out));
+  rt.block_on(concurrent(n, out));
+  const auto pool = rt.blocking().stats();
+  if (out.bad != 0) bench::fail("weft", "W4", std::to_string(out.bad) + " offloads returned a wrong result, ran on a loop or resumed elsewhere");
+  if (pool.completed != 2 * n) {
+    bench::fail("weft", "W4", "the pool completed " + std::to_string(pool.completed) + " jobs, not " + std::to_string(2 * n));
+  }
+  const double p50 = static_cast<double>(bench::percentile(out.round_trip_ns, 50.0)) / 1e3;
+  const double p99 = static_cast<double>(bench::percentile(out.round_trip_ns, 99.0)) / 1e3;
+  bench::json_line("weft", "W4")
+      .num("rt_p50_us", p50)
+      .num("rt_p99_us", p99)
+      .num("offloads_per_s", static_cast<double>(n) * 1e9 / static_cast<double>(out.concurrent_ns))
+      .num("rss_kb", static_cast<double>(bench::peak_rss_kb()))
+      .num("pool_threads", static_cast<double>(pool.largest_pool_size))
+      .print();
+}

@@ -116,6 +116,7 @@ class loop {
   run_queue deferred_;  // yielded: rejoins ready_ after timers and completions
   inbox inbox_;
   timer_wheel wheel_;
+  std::int64_t min_wake_gap_;  // a quarter tick: see sleep()
   task_context live_head_;  // sentinel of the circular live list
   std::atomic<bool> stopping_{false};
   bool quit_ = false;

@@ -90,6 +90,17 @@ std::optional<std::int64_t> timer_wheel::next_expiry() const noexcept {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> timer_wheel::next_deadline_hint() const noexcept {
+  const std::optional<std::int64_t> expiry = next_expiry();
+  if (!expiry || !list_empty(pending_) || !list_empty(expired_) || occupied_[0] == 0) return expiry;
+  // Level 0 is non-empty, so by I2 its lowest slot is the one next_expiry()
+  // named; every deadline in it lies in (end - tick, end].
+  const unsigned slot = static_cast<unsigned>(std::countr_zero(occupied_[0]));
+  const std::int64_t end = *expiry;
+  const std::int64_t begin = end - static_cast<std::int64_t>(tick_);
+  return std::clamp(level0_min_[slot], begin, end);
+}
+
 void timer_wheel::collect(std::int64_t now_ns) noexcept {
   const std::int64_t now = std::max(now_ns, last_now_);
   std::uint64_t floor_ticks = (static_cast<std::uint64_t>(now) - static_cast<std::uint64_t>(origin_)) / tick_;

@@ -155,6 +155,12 @@ class timer_wheel {
   // most once per level before a timer fires, and at most one tick late.
   // Costs one bitmap scan per level, never a list walk.
   std::optional<std::int64_t> next_expiry() const noexcept;
+  // Finer than next_expiry() when the earliest slot is on level 0: the
+  // smallest deadline in it as far as the wheel knows (I5's level0_min_,
+  // which may be stale-low; waking early is harmless), never earlier than the
+  // slot's own span. Lets a loop wake near a deadline inside a tick instead
+  // of at the tick's end. Elsewhere it equals next_expiry().
+  std::optional<std::int64_t> next_deadline_hint() const noexcept;
 
   // Moves time to now_ns (an earlier time counts as now()) and hands every
   // node with deadline <= now_ns to on_expired(timer_node*), disarmed first,

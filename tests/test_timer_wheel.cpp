@@ -768,3 +768,40 @@ TEST_CASE("randomized insert/remove/advance matches a (deadline, sequence) multi
   for (std::uint64_t seed : {0ull, 1ull, 2ull, 3ull, 4ull, 7ull, 11ull, 19ull, 42ull, 12345ull, 0xdeadbeefull})
     run_differential(seed);
 }
+
+TEST_CASE("next_deadline_hint is never later than the earliest deadline's tick end, and exact for a lone level-0 timer") {
+  constexpr std::int64_t tick = 1000, origin = 0;
+  std::vector<timer_node> nodes(64);  // outlives the wheel, which disarms what is left
+  timer_wheel w(std::chrono::nanoseconds(tick), origin);
+  CHECK(w.next_deadline_hint() == std::nullopt);
+  w.insert(&nodes[0], 5'300);  // level 0, inside tick 6
+  CHECK(w.next_expiry() == 6'000);
+  CHECK(w.next_deadline_hint() == 5'300);  // wake at the deadline, not the tick's end
+  w.insert(&nodes[1], 5'100);
+  CHECK(w.next_deadline_hint() == 5'100);
+  CHECK(advance(w, nodes, 5'150) == ids{1});  // a partial slot fires exactly what is due
+  CHECK(w.next_deadline_hint() == 5'300);
+  // Randomized: the hint is a valid early wake (<= next_expiry) and never
+  // earlier than the earliest slot's span, so waking there is not a spin.
+  std::mt19937_64 rng(3);
+  std::int64_t now = 6'000;
+  advance(w, nodes, now);
+  for (int round = 0; round < 2000; ++round) {
+    timer_node& n = nodes[rng() % nodes.size()];
+    if (rng() % 3 == 0) w.remove(&n);
+    else w.insert(&n, now + static_cast<std::int64_t>(rng() % 200'000));
+    if (rng() % 4 == 0) advance(w, nodes, now += static_cast<std::int64_t>(rng() % 5'000));
+    const auto next = w.next_expiry();
+    const auto hint = w.next_deadline_hint();
+    REQUIRE(next.has_value() == hint.has_value());
+    if (!next) continue;
+    CHECK(*hint <= *next);
+    if (*next > w.now()) CHECK(*hint > *next - tick);
+    std::optional<std::int64_t> earliest;
+    for (const auto& m : nodes)
+      if (m.armed() && (!earliest || m.deadline < *earliest)) earliest = m.deadline;
+    // A hint finer than next_expiry() comes from a level-0 slot: it must not
+    // pass the earliest deadline (else the loop would wake late).
+    if (*hint < *next) CHECK(*hint <= *earliest);
+  }
+}

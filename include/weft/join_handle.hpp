@@ -50,8 +50,8 @@ struct spawn_state final : rooted_context<T> {
   static constexpr std::uintptr_t ready = 1;
   static constexpr std::uintptr_t detached = 2;
 
-  // Two owners: the running strand (until quiesced) and the join_handle.
-  std::atomic<std::uint32_t> refs{2};
+  // Two owners, the running strand (until quiesced) and the join_handle, are
+  // counted in task_context::owner_word.
   bool owns_sink_ref = false;
   bool joined = false;  // the outcome was taken by a join (joining side only)
   std::atomic<std::uintptr_t> joiner{0};
@@ -61,6 +61,7 @@ struct spawn_state final : rooted_context<T> {
   error_sink* sink = nullptr;
 
   explicit spawn_state(task<T>&& t) noexcept : rooted_context<T>(std::move(t)) {
+    this->owner_word.store(2, std::memory_order_relaxed);
     this->on_outcome = &outcome_ready;
     this->quiesced = &strand_quiesced;
   }
@@ -87,7 +88,7 @@ struct spawn_state final : rooted_context<T> {
 
   void drop() noexcept {
     // acq_rel: the last owner must see all the other's writes before deleting.
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (this->owner_word.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       if (owns_sink_ref) sink->drop_ref();
       delete this;
     }

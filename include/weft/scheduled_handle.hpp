@@ -68,7 +68,6 @@ struct scheduled_job : timer_node {
   clock::time_point due;
   clock::duration period{};
   runtime_impl* rt = nullptr;
-  sched_node arm_msg, cancel_msg;
   scheduled_job* prev = nullptr;  // the scheduling loop's list of jobs not done
   scheduled_job* next = nullptr;
 

@@ -48,7 +48,10 @@ struct promise_base {
       if (p.continuation) return transfer(p.continuation);
       // A root: the owner destroys this frame inside finish_root, so nothing
       // of the frame (this awaiter included) may be touched after the call.
-      finish_root(p.root_of);
+      // The owner finds the frame in resume_point (rooted_context.hpp).
+      task_context* owner = p.root_of;
+      owner->resume_point = h;
+      finish_root(owner);
       return std::noop_coroutine();
     }
     void await_resume() const noexcept {}

@@ -62,12 +62,15 @@ struct task_context : sched_node {
   // flags: cancel_bit — cancellation requested (sticky);
   //        started_bit — the home loop has claimed the context (home is set);
   //        done_bit — the strand finished, hook is null for good;
-  //        delivery_bit — a cancel_message is queued on the home loop.
+  //        delivery_bit — cancel_msg is queued on the home loop.
   static constexpr std::uint32_t cancel_bit = 1u << 0;
   static constexpr std::uint32_t started_bit = 1u << 1;
   static constexpr std::uint32_t done_bit = 1u << 2;
   static constexpr std::uint32_t delivery_bit = 1u << 3;
   std::atomic<std::uint32_t> flags{0};
+  // Free for the owner (it fills what would be padding): spawn_state keeps
+  // its reference count here.
+  std::atomic<std::uint32_t> owner_word{0};
 
   loop* home = nullptr;                    // written before started_bit (release)
   cancel_hook* hook = nullptr;             // home loop only

@@ -10,6 +10,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -25,12 +26,16 @@ struct task_outcome {
   union {
     T value;
   };
-  bool has_value = false;
+  // Whether `value` needs destroying; a trivially destructible T (the common
+  // int or pointer result) needs no flag, which keeps a finished task small.
+  static constexpr bool tracked = !std::is_trivially_destructible_v<T>;
+  [[no_unique_address]] std::conditional_t<tracked, bool, std::tuple<>> has_value{};
   std::exception_ptr error;
 
   task_outcome() noexcept {}
   ~task_outcome() {
-    if (has_value) value.~T();
+    if constexpr (tracked)
+      if (has_value) value.~T();
   }
   void take_from(task_promise<T>& p) noexcept {
     if (p.error) {
@@ -39,7 +44,7 @@ struct task_outcome {
     }
     try {
       ::new (static_cast<void*>(std::addressof(value))) T(std::move(p.value));
-      has_value = true;
+      if constexpr (tracked) has_value = true;
     } catch (...) {
       error = std::current_exception();
     }
@@ -77,13 +82,16 @@ struct task_outcome<void> {
 // which is not worth reporting as an error).
 bool is_cancellation(const std::exception_ptr& e) noexcept;
 
+// The root's handle needs no member of its own: resume_point holds it until
+// the strand first runs, and the final suspend puts it back there before
+// finishing (see promise_base::final_awaiter), so on_finished finds it.
 template <class T>
 struct rooted_context : task_context {
-  std::coroutine_handle<task_promise<T>> root;
   task_outcome<T> result;
 
   // Precondition: t holds a coroutine (callers reject an empty task first).
-  explicit rooted_context(task<T>&& t) noexcept : root(t.release()) {
+  explicit rooted_context(task<T>&& t) noexcept {
+    auto root = t.release();
     root.promise().root_of = this;
     resume_point = root;
     finished = &on_finished;
@@ -91,17 +99,19 @@ struct rooted_context : task_context {
   rooted_context(const rooted_context&) = delete;
   rooted_context& operator=(const rooted_context&) = delete;
   ~rooted_context() {
-    if (root) root.destroy();  // never started (e.g. the runtime refused it)
+    if (resume_point) resume_point.destroy();  // never started (e.g. the runtime refused it)
   }
 
   static void on_finished(task_context* c, bool ran) noexcept {
     auto* self = static_cast<rooted_context*>(c);
+    auto root = std::coroutine_handle<task_promise<T>>::from_address(
+        std::exchange(self->resume_point, {}).address());
     if (ran) {
-      self->result.take_from(self->root.promise());
+      self->result.take_from(root.promise());
     } else {
       self->result.error = std::make_exception_ptr(cancelled{});
     }
-    std::exchange(self->root, {}).destroy();
+    root.destroy();
     if (self->on_outcome) self->on_outcome(self);
   }
   // Set by the owner: the outcome is now in `result` (home loop).

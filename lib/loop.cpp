@@ -1,9 +1,11 @@
 // lib/loop.cpp — the turn of an event loop; see loop.hpp for who owns what.
 //
-// One turn: take the inbox; run up to `budget` ready nodes (refilling from the
-// own fresh queue, then by stealing); reap io_uring completions; fire due
-// timers; and, only when nothing at all is runnable, sleep in the kernel with
-// one io_uring timeout armed for the wheel's earliest expiry.
+// One turn: take the inbox and a batch of the own fresh queue (every turn, so
+// neither starves behind tasks that keep waking each other); run up to
+// `budget` ready nodes (refilling, then stealing, when they run out); reap
+// io_uring completions; fire due timers; and, only when nothing at all is
+// runnable, sleep in the kernel with one io_uring timeout armed for the
+// wheel's earliest expiry.
 #include "loop.hpp"
 
 #include <sys/eventfd.h>
@@ -119,10 +121,14 @@ void loop::unlink_live(task_context* c) noexcept {
   c->live_next = c->live_prev = nullptr;
 }
 
-bool loop::take_work() noexcept {
+void loop::drain_inbox() noexcept {
   sched_node* last = nullptr;
   std::size_t count = 0;
   if (sched_node* first = inbox_.take_all(&last, &count)) ready_.push_chain(first, last, count);
+}
+
+bool loop::take_work() noexcept {
+  drain_inbox();
   if (!ready_.empty()) return true;
   if (fresh.take(ready_, fresh_batch) > 0) return true;
   return rt.steal_into(*this, ready_, steal_max) > 0;
@@ -197,6 +203,11 @@ void loop::run() noexcept {
   ts.current_loop = this;
   for (;;) {
     arm_eventfd();
+    // Every turn, not only when the run queue runs dry: tasks that keep
+    // waking each other on this loop (a lock hand-off, a coordinator grant)
+    // must not starve wakes and cancels from other threads, nor new spawns.
+    drain_inbox();
+    if (ready_.size() < run_budget) fresh.take(ready_, fresh_batch);
     run_ready(run_budget);
     flush_kicks();
     ring_.reap();

@@ -88,6 +88,7 @@ class loop {
     // completion's preceding spawns.
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   }
+  void drain_inbox() noexcept;
   bool take_work() noexcept;   // refill ready_ from inbox, own fresh queue, or a peer
   void run_ready(unsigned budget) noexcept;
   void expire_timers() noexcept;

@@ -263,3 +263,37 @@ TEST_CASE("tasks spawned but never started are dropped unrun at shutdown") {
   }
   CHECK(counted::alive() == 0);
 }
+
+TEST_CASE("tasks that keep waking each other on one loop do not starve spawns and wakes from other threads") {
+  // Regression: the loop only looked at its inbox and its never-started tasks
+  // when its run queue ran dry, which a lock hand-off between two tasks on one
+  // loop never lets happen.
+  runtime rt(loops(1));
+  actor_lock lock;
+  std::atomic<bool> stop{false};
+  std::atomic<long> rounds{0};
+  // Once both wait on the lock, each release hands it to the other (no
+  // barging), so one of them is always runnable and neither ever yields.
+  auto player = [](actor_lock& l, std::atomic<bool>& s, std::atomic<long>& r) -> task<void> {
+    {
+      auto first = co_await l.acquire();
+      co_await yield();  // let the other player queue behind us
+    }
+    while (!s) {
+      auto g = co_await l.acquire();
+      ++r;
+    }
+  };
+  auto p1 = rt.spawn(player(lock, stop, rounds));
+  auto p2 = rt.spawn(player(lock, stop, rounds));
+  CHECK(eventually([&] { return rounds > 1000; }));
+  std::atomic<bool> ran{false};
+  auto h = rt.spawn([](std::atomic<bool>& r) -> task<void> {
+    r = true;
+    co_return;
+  }(ran));
+  CHECK(eventually([&] { return ran.load(); }));
+  stop = true;
+  p1.join_blocking();
+  p2.join_blocking();
+}

@@ -1,0 +1,257 @@
+// weft/lock_guard.hpp — lock_options, lock_guard, and the mailbox actor that
+// every weft lock (actor_lock, each key of a keyed_lock) is made of.
+//
+// The guarantee: a lock grants strictly FIFO, in the order the asks reached
+// its mailbox, and hands the lock directly from the releasing holder to the
+// head waiter (a newcomer never barges past a waiter).
+//
+// The model is an actor. A lock's state (held or not, the waiter queue, the
+// fence counter) changes only by processing its mailbox, one message at a
+// time: ask (a waiter wants the lock), release (the holder lets go) and
+// withdraw (a waiter that was cancelled or timed out leaves). There is no
+// mutex and no thread of its own: whoever posts a message and finds the actor
+// idle becomes its drainer, processes its own message and then everything
+// posted meanwhile, and leaves the actor idle again. The mailbox is one word,
+// and while the actor is idle that word also holds its state:
+//
+//   fence<<3 | 1   idle, free (then the queue is empty)
+//   fence<<3 | 3   idle, held, nobody queued
+//   fence<<3 | 5   idle, held, waiters queued
+//   7              busy: a drainer is running (it owns the state); no mail
+//   lock_msg*      busy, with these messages waiting for it, newest first
+//                  (a Treiber stack; the drainer reverses each batch). A
+//                  message is 8-aligned, so its low 3 bits are 0.
+//
+// An ask on an idle free lock and a release of an idle lock nobody waits for
+// are each processed in a single CAS on that word, with no drain: that is
+// the uncontended path, one CAS to acquire and one to release. Everything
+// else is posted and drained.
+//
+// Who ends a wait: a waiter's `claim` word is taken exactly once, by the grant
+// (from the drainer, on any thread), by its cancel hook or by its acquire
+// timer (both on the waiter's home loop). The winner alone leads to the wake:
+// a grant wakes the waiter itself; a withdrawal posts a withdraw message and
+// the actor wakes the waiter after it has left the queue (its frame holds the
+// queue links, so it may not resume before). A grant that finds the claim
+// already taken is lost and the actor passes the lock to the next waiter.
+//
+// Grants wake through detail::wake, so the next holder runs on its own loop
+// and never on the releasing task's stack: a chain of any length of waiters
+// each releasing to the next uses constant stack.
+//
+// Memory: a holder's writes happen before the next holder's reads, through
+// the release/acquire pairs on the mailbox word (fast paths, drain exit and
+// entry, posts) and the wake (which publishes through the loop's queues).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include <weft/detail/context.hpp>
+#include <weft/time.hpp>
+
+namespace weft {
+
+struct lock_options {
+  // How long acquire waits for the grant before throwing lock_timeout.
+  clock::duration acquire_timeout = std::chrono::seconds(3);
+  // How long a with() block may hold the lock before it is cancelled and
+  // with() throws lease_expired. clock::duration::max(): no lease limit.
+  clock::duration lease_timeout = std::chrono::seconds(3);
+};
+
+class lock_guard;
+
+namespace detail {
+
+struct lock_waiter;
+
+// One message to a lock's actor. Intrusive: ask and withdraw live in the
+// waiter, release in the actor (a lock has one holder, so at most one release
+// is ever in flight).
+struct lock_msg {
+  enum kind_t : std::uint8_t { ask, release, withdraw };
+  lock_msg* next = nullptr;  // mailbox link; the drainer's once taken
+  lock_waiter* waiter = nullptr;
+  kind_t kind = ask;
+};
+
+// A party waiting for a lock; lives in the acquiring coroutine's frame.
+struct lock_waiter {
+  // claim: pending — nobody has ended the wait yet;
+  //        granted — the actor granted the lock (fence is set);
+  //        cancelled / timed_out — the waiter withdrew; the actor wakes it
+  //        once it is out of the queue, and never grants it.
+  static constexpr std::uint8_t pending = 0, granted = 1, cancelled = 2, timed_out = 3;
+  std::atomic<std::uint8_t> claim{pending};
+
+  bool granted_inline = false;  // granted without suspending (fast path, or a drain inside its own ask)
+  bool queued = false;          // in the actor's queue (actor only)
+  lock_waiter* q_prev = nullptr;  // the actor's FIFO of waiters (actor only)
+  lock_waiter* q_next = nullptr;
+  task_context* ctx = nullptr;  // woken by the grant or after the withdrawal
+  std::uint64_t fence = 0;      // written with the grant
+  // Their `waiter` is set by ask(), not here: GCC 12 may construct an
+  // awaiter that is a member of a co_await'ed aggregate temporary at one
+  // address and then use a bitwise copy of it, so an address taken in a
+  // constructor is not to be trusted.
+  lock_msg ask_msg{nullptr, nullptr, lock_msg::ask};
+  lock_msg withdraw_msg{nullptr, nullptr, lock_msg::withdraw};
+
+  lock_waiter() noexcept = default;
+  lock_waiter(const lock_waiter&) = delete;  // the actor holds pointers to it
+  lock_waiter& operator=(const lock_waiter&) = delete;
+};
+
+class lock_actor {
+ public:
+  lock_actor() noexcept = default;
+  lock_actor(const lock_actor&) = delete;
+  lock_actor& operator=(const lock_actor&) = delete;
+  ~lock_actor();  // debug builds assert the lock is free and nobody waits
+
+  // The uncontended ask: takes an idle, free lock in one CAS. False when the
+  // lock is held, queued for, or being drained: then ask() decides.
+  bool try_acquire(std::uint64_t& fence) noexcept {
+    std::uintptr_t w = mail_.load(std::memory_order_relaxed);
+    if ((w & tag_mask) != idle_free) return false;
+    const std::uintptr_t taken = w + (std::uintptr_t{1} << tag_bits) + (idle_held - idle_free);  // fence + 1
+    // acquire: the previous holder's writes (published by its release CAS
+    // or its drain's exit) happen before ours.
+    if (!mail_.compare_exchange_strong(w, taken, std::memory_order_acquire, std::memory_order_relaxed))
+      return false;
+    fence = taken >> tag_bits;
+    return true;
+  }
+  // From w's await_suspend, on w's home loop. Pre: w->ctx set, claim pending.
+  // Post: granted_inline when w got the lock during this call (no suspend).
+  void ask(lock_waiter* w) noexcept;
+  // After w's claim was taken by its cancel hook or timer: the actor takes it
+  // out of the queue and then wakes it.
+  void withdraw(lock_waiter* w) noexcept;
+  // The holder lets go; the head waiter, if any, is granted. Any thread.
+  void release() noexcept {
+    std::uintptr_t w = mail_.load(std::memory_order_relaxed);
+    // release: our writes under the lock happen before the next holder's.
+    if ((w & tag_mask) == idle_held &&
+        mail_.compare_exchange_strong(w, (w & ~tag_mask) | idle_free, std::memory_order_release,
+                                      std::memory_order_relaxed))
+      return;
+    release_slow();
+  }
+
+  bool locked() const noexcept {
+    // relaxed: a snapshot for callers; it orders nothing.
+    const std::uintptr_t w = mail_.load(std::memory_order_relaxed);
+    if (is_idle(w)) return (w & tag_mask) != idle_free;
+    return held_seen_.load(std::memory_order_relaxed);
+  }
+  std::size_t waiters() const noexcept {
+    // relaxed: a snapshot for callers; it orders nothing.
+    return queued_seen_.load(std::memory_order_relaxed);
+  }
+
+  // Fences continue after `floor` (keyed_lock: a key's actor is recreated
+  // with the fence its previous incarnation reached). Both only while the
+  // actor is idle and free, and ordered by the caller (the key table's mutex).
+  void continue_fences_after(std::uint64_t floor) noexcept {
+    mail_.store((static_cast<std::uintptr_t>(floor) << tag_bits) | idle_free, std::memory_order_relaxed);
+  }
+  std::uint64_t last_fence() const noexcept { return mail_.load(std::memory_order_relaxed) >> tag_bits; }
+
+  // Set by keyed_lock: a guard or waiter of this actor lets go of its
+  // reference to it. Called after release(), or after a failed acquire.
+  void (*unref)(lock_actor*) noexcept = nullptr;
+
+ private:
+  static constexpr unsigned tag_bits = 3;
+  static constexpr std::uintptr_t tag_mask = 7;
+  static constexpr std::uintptr_t idle_free = 1, idle_held = 3, idle_queued = 5, busy = 7;
+  static constexpr bool is_idle(std::uintptr_t w) noexcept {
+    return (w & 1) != 0 && w != busy;  // a message pointer has tag 0
+  }
+
+  void release_slow() noexcept;
+  void post(lock_msg* m, lock_waiter* self) noexcept;
+  void drain(lock_msg* first, lock_waiter* self) noexcept;
+  std::uintptr_t idle_word() const noexcept;
+  void process(lock_msg* m, lock_waiter* self) noexcept;
+  bool grant(lock_waiter* w, lock_waiter* self) noexcept;
+  void push_back(lock_waiter* w) noexcept;
+  lock_waiter* pop_front() noexcept;
+  void unlink(lock_waiter* w) noexcept;
+
+  // The mailbox word (states in the header comment).
+  std::atomic<std::uintptr_t> mail_{idle_free};
+  // The actor's state while busy, the drainer's alone (loaded from and
+  // stored back into the idle word). Invariant: !held_ => head_ == nullptr
+  // (a release grants the head at once, a lost grant passes on at once).
+  bool held_ = false;
+  std::uint64_t fence_ = 0;
+  // The queue lives here even while idle; only drainers touch it.
+  lock_waiter* head_ = nullptr;
+  lock_waiter* tail_ = nullptr;
+  std::size_t queued_ = 0;
+  lock_msg release_msg_{nullptr, nullptr, lock_msg::release};
+  // held_ while busy, and queued_, for locked() and waiters() from any thread.
+  std::atomic<bool> held_seen_{false};
+  std::atomic<std::size_t> queued_seen_{0};
+};
+
+struct lock_access;
+
+}  // namespace detail
+
+// Ownership of one grant of a lock. Move-only; releases on destruction or
+// unlock(), without co_await, from any thread (it may be moved into another
+// task on another loop). Releasing twice is harmless.
+class lock_guard {
+ public:
+  lock_guard() noexcept = default;  // owns nothing
+  lock_guard(lock_guard&& o) noexcept : actor_(std::exchange(o.actor_, nullptr)), fence_(o.fence_) {}
+  lock_guard& operator=(lock_guard&& o) noexcept {
+    if (this != &o) {
+      unlock();
+      actor_ = std::exchange(o.actor_, nullptr);
+      fence_ = o.fence_;
+    }
+    return *this;
+  }
+  lock_guard(const lock_guard&) = delete;
+  lock_guard& operator=(const lock_guard&) = delete;
+  ~lock_guard() { unlock(); }
+
+  // The fencing token of this grant: strictly increasing with every grant of
+  // the lock (of the key, for keyed_lock), so a resource that remembers the
+  // highest fence it has seen can refuse a stale holder. Kept after unlock().
+  std::uint64_t fence() const noexcept { return fence_; }
+
+  // Releases the lock (the next waiter is granted); a no-op once released.
+  void unlock() noexcept {
+    if (detail::lock_actor* a = std::exchange(actor_, nullptr)) {
+      a->release();
+      if (a->unref) a->unref(a);
+    }
+  }
+
+  bool owns_lock() const noexcept { return actor_ != nullptr; }
+  explicit operator bool() const noexcept { return owns_lock(); }
+
+ private:
+  friend struct detail::lock_access;
+  lock_guard(detail::lock_actor* a, std::uint64_t fence) noexcept : actor_(a), fence_(fence) {}
+
+  detail::lock_actor* actor_ = nullptr;
+  std::uint64_t fence_ = 0;
+};
+
+namespace detail {
+struct lock_access {
+  static lock_guard adopt(lock_actor* a, std::uint64_t fence) noexcept { return lock_guard(a, fence); }
+};
+}  // namespace detail
+
+}  // namespace weft

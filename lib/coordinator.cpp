@@ -1,0 +1,289 @@
+// lib/coordinator.cpp — admission, the FIFO queue, hand-over of slots,
+// withdrawal of cancelled waiters, and the per-tenant registry.
+//
+// The life of one job (a coord_ticket in its task's frame):
+//   outside --admit--> granted ------------------------------> (frame ends) leave: hand over, retire
+//           \--admit--> queued --grant (any loop)--> granted --^
+//                              \--cancel hook (home loop)--> withdrawn: retire at once, wake
+// A granted job whose caller was cancelled while it waited hands its slot on
+// without running. See lib/coordinator_state.hpp for the invariants.
+#include "coordinator_state.hpp"
+
+#include <cassert>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include <weft/errors.hpp>
+
+namespace weft {
+namespace detail {
+
+// ---- coordinator_state -------------------------------------------------------
+
+void coordinator_state::validate(const coordinator_options& o) {
+  if (o.max_concurrency == 0)
+    throw std::invalid_argument(
+        "weft: coordinator_options::max_concurrency must be at least 1 (jobs that may run at once)");
+  if (o.max_concurrency > max_limit || o.max_queue > max_limit - o.max_concurrency)
+    throw std::invalid_argument(
+        "weft: coordinator_options::max_concurrency + max_queue must be below 2^62; "
+        "use a smaller max_queue");
+}
+
+coordinator_state* coordinator_state::create(const coordinator_options& o, std::string name) {
+  validate(o);
+  if (name.empty()) name = "coordinator";
+  return new coordinator_state(o.max_concurrency, o.max_concurrency + o.max_queue, std::move(name));
+}
+
+void coordinator_state::drop_owner() noexcept {
+  if ((word.fetch_and(~owner_bit) & wip_mask) == 0) delete this;
+}
+
+void coordinator_state::release_unit() noexcept {
+  // The previous value 1 means: no owner, and this was the last job.
+  if (word.fetch_sub(1) == 1) delete this;
+}
+
+coordinator_state::admission coordinator_state::admit(coord_ticket& t, std::coroutine_handle<> h) noexcept {
+  std::uint64_t w = word.load();
+  do {
+    const std::uint64_t wip = w & wip_mask;
+    if (wip >= limit) {
+      rejected.fetch_add(1, std::memory_order_relaxed);
+      t.refused_at_ = static_cast<std::size_t>(wip + 1);
+      return admission::refused;
+    }
+  } while (!word.compare_exchange_weak(w, w + 1));
+  std::lock_guard<std::mutex> g(mu);
+  if (running < max_concurrency) {
+    assert(head == nullptr && "a waiter is queued while a slot is free");
+    ++running;
+    t.phase_ = coord_ticket::phase::granted;
+    return admission::granted;
+  }
+  // Parked before it becomes visible in the queue: a job finishing on another
+  // loop may grant and wake this task as soon as the mutex is let go.
+  t.ctx_->resume_point = h;
+  t.ctx_->hook = &t;
+  push_back(&t);
+  ++queued;
+  assert(queued <= limit - max_concurrency && "the queue outgrew max_queue");
+  t.phase_ = coord_ticket::phase::queued;
+  return admission::queued;
+}
+
+void coordinator_state::push_back(coord_ticket* t) noexcept {
+  t->next_ = nullptr;
+  t->prev_ = tail;
+  if (tail) tail->next_ = t;
+  else head = t;
+  tail = t;
+}
+
+void coordinator_state::unlink(coord_ticket* t) noexcept {
+  if (t->prev_) t->prev_->next_ = t->next_;
+  else head = t->next_;
+  if (t->next_) t->next_->prev_ = t->prev_;
+  else tail = t->prev_;
+  t->prev_ = t->next_ = nullptr;
+}
+
+coord_ticket* coordinator_state::hand_over(bool ran) noexcept {
+  assert(running > 0 && running <= max_concurrency);
+  if (ran) ++completed;
+  else ++withdrawn;
+  coord_ticket* next = head;
+  if (next == nullptr) {
+    --running;
+    return nullptr;
+  }
+  // The slot goes straight to the head: running stays at max_concurrency.
+  unlink(next);
+  --queued;
+  next->phase_ = coord_ticket::phase::granted;
+  return next;
+}
+
+coordinator_stats coordinator_state::stats() const {
+  coordinator_stats s;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    s.running = running;
+    s.queued = queued;
+    s.completed = completed;
+    s.withdrawn = withdrawn;
+  }
+  s.rejected = rejected.load(std::memory_order_relaxed);
+  return s;
+}
+
+// ---- coord_ticket --------------------------------------------------------------
+
+bool coord_ticket::await_suspend(std::coroutine_handle<> h) {
+  task_context* ctx = current_context();
+  if (ctx == nullptr)
+    throw std::logic_error(
+        "weft: coordinator/tenants execute() awaited outside a weft task; co_await it from a task, "
+        "or use runtime::block_on");
+  ctx_ = ctx;
+  // A cancelled caller is not admitted: the job never runs and takes no place.
+  if (is_cancelled(ctx)) {
+    cancelled_first_ = true;
+    return false;
+  }
+  return state_->admit(*this, h) == coordinator_state::admission::queued;
+}
+
+void coord_ticket::await_resume() {
+  if (cancelled_first_) throw cancelled{};
+  if (phase_ == phase::outside)
+    throw too_many_tasks(refused_at_, static_cast<std::size_t>(state_->limit), state_->name);
+  if (phase_ == phase::withdrawn) throw cancelled{};
+  // Granted. If the caller was cancelled while it waited (the grant won the
+  // race with the cancel delivery, or came just before it), the job must not
+  // start: its slot goes to the next waiter instead.
+  if (is_cancelled(ctx_)) {
+    leave_unrun();
+    throw cancelled{};
+  }
+}
+
+void coord_ticket::cancel_while_queued(cancel_hook* h) noexcept {
+  auto* self = static_cast<coord_ticket*>(h);
+  coordinator_state* s = self->state_;
+  {
+    std::lock_guard<std::mutex> g(s->mu);
+    // Already granted: the grant's wake resumes the task, and await_resume
+    // sees the cancellation. One wake per suspension.
+    if (self->phase_ != phase::queued) return;
+    s->unlink(self);
+    --s->queued;
+    ++s->withdrawn;
+    self->phase_ = phase::withdrawn;
+  }
+  self->retire();  // its place is free now, not when the frame unwinds
+  wake(self->ctx_);
+}
+
+void coord_ticket::leave_unrun() noexcept {
+  coord_ticket* next;
+  {
+    std::lock_guard<std::mutex> g(state_->mu);
+    next = state_->hand_over(false);
+  }
+  phase_ = phase::withdrawn;
+  if (next) wake(next->ctx_);
+  retire();
+}
+
+void coord_ticket::leave() noexcept {
+  // A task suspended in the queue is never destroyed: weft resumes every
+  // parked task (cancellation at the latest) before its frame can go.
+  assert(phase_ != phase::queued && "a coordinator job's frame was destroyed while it waited in the queue");
+  if (phase_ == phase::granted) {
+    coord_ticket* next;
+    {
+      std::lock_guard<std::mutex> g(state_->mu);
+      next = state_->hand_over(true);
+    }
+    // Woken before retiring: the next job holds a unit of work in progress,
+    // so the state is alive for this wake whatever the owner did meanwhile.
+    if (next) wake(next->ctx_);
+  }
+  retire();
+}
+
+void coord_ticket::retire() noexcept {
+  bool expected = false;
+  // seq_cst, though every path that retires a ticket runs on its task's home
+  // loop: the CAS guards against a second path (a withdrawal, then the frame
+  // ending), not a second thread, and costs the same either way.
+  if (retired_.compare_exchange_strong(expected, true)) state_->release_unit();
+  // state_ may be gone now.
+}
+
+// ---- tenants -------------------------------------------------------------------
+
+std::string tenants_state::name_of(std::string_view tenant) const {
+  if (per_tenant.name.empty()) return std::string(tenant);
+  std::string n = per_tenant.name;
+  n += '/';
+  n += tenant;
+  return n;
+}
+
+void tenants_state::drop_ref() noexcept {
+  if (refs.fetch_sub(1) == 1) delete this;
+}
+
+tenant_source::lease::lease(tenant_source src) : tenants_(src.tenants), name_(std::move(src.name)) {
+  tenants_state::shard& sh = tenants_->shard_for(tenants_state::string_hash{}(name_));
+  std::lock_guard<std::mutex> g(sh.mu);
+  auto [it, made] = sh.map.try_emplace(name_);
+  if (made) {
+    try {
+      it->second.state = coordinator_state::create(tenants_->per_tenant, tenants_->name_of(name_));
+    } catch (...) {
+      sh.map.erase(it);
+      throw;
+    }
+    tenants_->refs.fetch_add(1);
+    tenants_->live.fetch_add(1, std::memory_order_relaxed);
+  }
+  it->second.users.fetch_add(1);
+  entry_ = &it->second;
+  state_ = entry_->state;
+}
+
+tenant_source::lease::~lease() {
+  // Not the last user: someone else will decide. Past this line entry_ may
+  // be removed by another lease at any time, so it is not touched again.
+  if (entry_->users.fetch_sub(1) != 1) return;
+  tenants_state::shard& sh = tenants_->shard_for(tenants_state::string_hash{}(name_));
+  decltype(sh.map)::node_type idle;
+  {
+    std::lock_guard<std::mutex> g(sh.mu);
+    // Found by name, not through entry_: the tenant may have been removed and
+    // made again meanwhile. Whatever entry is there now, users == 0 under the
+    // lock means nobody holds it and nobody can arrive on it.
+    auto it = sh.map.find(name_);
+    if (it != sh.map.end() && it->second.users.load() == 0) {
+      idle = sh.map.extract(it);
+      tenants_->live.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+  if (idle) {
+    idle = {};  // the entry drops its coordinator's state, outside the lock
+    tenants_->drop_ref();
+  }
+}
+
+}  // namespace detail
+
+// ---- public surface --------------------------------------------------------------
+
+coordinator::coordinator(coordinator_options o) : state_(detail::coordinator_state::create(o, std::move(o.name))) {}
+coordinator::~coordinator() { state_->drop_owner(); }
+coordinator_stats coordinator::stats() const { return state_->stats(); }
+const std::string& coordinator::name() const noexcept { return state_->name; }
+
+tenants::tenants(coordinator_options per_tenant) {
+  // Refuse bad limits here, not at the first job of the first tenant.
+  detail::coordinator_state::validate(per_tenant);
+  state_ = new detail::tenants_state(std::move(per_tenant));
+}
+tenants::~tenants() { state_->drop_ref(); }
+
+std::size_t tenants::size() const noexcept { return state_->live.load(std::memory_order_relaxed); }
+
+std::optional<coordinator_stats> tenants::stats(std::string_view tenant) const {
+  detail::tenants_state::shard& sh = state_->shard_for(detail::tenants_state::string_hash{}(tenant));
+  std::lock_guard<std::mutex> g(sh.mu);
+  auto it = sh.map.find(tenant);
+  if (it == sh.map.end()) return std::nullopt;
+  return it->second.state->stats();
+}
+
+}  // namespace weft

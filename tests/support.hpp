@@ -3,18 +3,22 @@
 // cancelled.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
 #include <weft/errors.hpp>
 #include <weft/join_handle.hpp>
 #include <weft/runtime.hpp>
+#include <weft/task.hpp>
+#include <weft/yield.hpp>
 
 namespace test {
 
-inline weft::runtime_options loops(unsigned n) {
+inline weft::runtime_options loops(unsigned n, std::chrono::nanoseconds tick = std::chrono::milliseconds(1)) {
   weft::runtime_options o;
   o.loops = n;
+  o.timer_tick = tick;
   return o;
 }
 
@@ -22,7 +26,8 @@ inline weft::runtime_options loops(unsigned n) {
 // tests never assert tighter upper bounds on time than this.
 inline constexpr auto generous = std::chrono::seconds(10);
 
-// Polls `done` until it holds or `generous` has passed; returns whether it held.
+// Polls `done` from a plain thread until it holds or `generous` has passed;
+// returns whether it held.
 template <class Pred>
 bool eventually(Pred done) {
   const auto until = std::chrono::steady_clock::now() + generous;
@@ -32,6 +37,28 @@ bool eventually(Pred done) {
   }
   return true;
 }
+
+// The same from inside a task: yields until pred() holds; false if it did
+// not within `generous`.
+template <class Pred>
+weft::task<bool> until(Pred done) {
+  const auto give_up = std::chrono::steady_clock::now() + generous;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) co_return false;
+    co_await weft::yield();
+  }
+  co_return true;
+}
+
+// Detects two holders of something exclusive at once.
+struct exclusive {
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  void enter() {
+    if (inside.fetch_add(1) != 0) overlapped = true;
+  }
+  void leave() { inside.fetch_sub(1); }
+};
 
 // Joins h from a plain thread; true when the task ended with weft::cancelled.
 template <class T>

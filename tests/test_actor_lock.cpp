@@ -23,51 +23,18 @@
 #include "counted.hpp"
 #include "never.hpp"
 
+#include "support.hpp"
+
 using namespace weft;
+using test::eventually;
+using test::exclusive;
+using test::generous;
+using test::loops;
+using test::until;
 using namespace std::chrono_literals;
 
 namespace {
 
-runtime_options loops(unsigned n, std::chrono::nanoseconds tick = 1ms) {
-  runtime_options o;
-  o.loops = n;
-  o.timer_tick = tick;
-  return o;
-}
-
-// "Did not hang" bound.
-constexpr auto generous = 10s;
-
-// Yields until pred() holds; false if it did not within `generous`.
-template <class P>
-task<bool> until(P pred) {
-  const auto give_up = clock::now() + generous;
-  while (!pred()) {
-    if (clock::now() > give_up) co_return false;
-    co_await yield();
-  }
-  co_return true;
-}
-
-template <class P>
-bool eventually(P pred) {
-  const auto give_up = clock::now() + generous;
-  while (!pred()) {
-    if (clock::now() > give_up) return false;
-    std::this_thread::sleep_for(50us);
-  }
-  return true;
-}
-
-// Detects two holders at once.
-struct exclusive {
-  std::atomic<int> inside{0};
-  std::atomic<bool> overlapped{false};
-  void enter() {
-    if (inside.fetch_add(1) != 0) overlapped = true;
-  }
-  void leave() { inside.fetch_sub(1); }
-};
 
 task<lock_guard> take(actor_lock& l) { co_return co_await l.acquire(); }
 

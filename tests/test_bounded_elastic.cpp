@@ -25,38 +25,23 @@
 #include <thread>
 #include <vector>
 
+#include "pool_support.hpp"
+
 using namespace std::chrono_literals;
 using weft::bounded_elastic;
 using weft::elastic_options;
 using weft::pool_state;
 using weft::rejection_policy;
 
+using test::gate;
+using test::occupy;
+using test::this_thread_name;
+
 namespace {
 
 constexpr auto hang_limit = 10s;  // only ever an upper bound: reaching it is a failure
 
-// A gate jobs wait on until the test opens it.
-class gate {
- public:
-  void open() { p_.set_value(); }
-  auto waiter() const {
-    return [f = f_] { f.wait(); };
-  }
 
- private:
-  std::promise<void> p_;
-  std::shared_future<void> f_ = p_.get_future().share();
-};
-
-// Occupies one worker of `pool` until `g` opens; returns once it is running.
-void occupy(bounded_elastic& pool, const gate& g) {
-  std::latch started(1);
-  pool.execute([&started, w = g.waiter()] {
-    started.count_down();
-    w();
-  });
-  started.wait();
-}
 
 template <class Pred>
 bool eventually(Pred pred, std::chrono::steady_clock::duration limit = hang_limit) {
@@ -73,11 +58,6 @@ bool ready(std::future<T>& f) {
   return f.wait_for(hang_limit) == std::future_status::ready;
 }
 
-std::string this_thread_name() {
-  char buf[32] = {};
-  pthread_getname_np(pthread_self(), buf, sizeof buf);
-  return buf;
-}
 
 elastic_options small(unsigned threads, std::size_t queue = 100, rejection_policy p = rejection_policy::abort) {
   elastic_options o;

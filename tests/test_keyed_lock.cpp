@@ -19,49 +19,15 @@
 #include "lock_keys.hpp"
 #include "never.hpp"
 
+#include "support.hpp"
+
 using namespace weft;
+using test::eventually;
+using test::exclusive;
+using test::generous;
+using test::loops;
+using test::until;
 using namespace std::chrono_literals;
-
-namespace {
-
-runtime_options loops(unsigned n) {
-  runtime_options o;
-  o.loops = n;
-  return o;
-}
-
-constexpr auto generous = 10s;  // "did not hang" bound
-
-template <class P>
-task<bool> until(P pred) {
-  const auto give_up = clock::now() + generous;
-  while (!pred()) {
-    if (clock::now() > give_up) co_return false;
-    co_await yield();
-  }
-  co_return true;
-}
-
-template <class P>
-bool eventually(P pred) {
-  const auto give_up = clock::now() + generous;
-  while (!pred()) {
-    if (clock::now() > give_up) return false;
-    std::this_thread::sleep_for(50us);
-  }
-  return true;
-}
-
-struct exclusive {
-  std::atomic<int> inside{0};
-  std::atomic<bool> overlapped{false};
-  void enter() {
-    if (inside.fetch_add(1) != 0) overlapped = true;
-  }
-  void leave() { inside.fetch_sub(1); }
-};
-
-}  // namespace
 
 TEST_CASE("a held key does not delay another key") {
   runtime rt(loops(2));

@@ -26,12 +26,18 @@
 #include <thread>
 #include <vector>
 
+#include "pool_support.hpp"
+
 using namespace std::chrono_literals;
 using namespace weft;
 
 // Spawned coroutine lambdas are named (`auto body = [&]() -> task<...>`) so
 // the closure, which the coroutine reads its captures through, outlives the
 // task; a temporary closure would be gone before the spawned task runs.
+
+using test::gate;
+using test::occupy;
+using test::this_thread_name;
 
 namespace {
 
@@ -52,26 +58,7 @@ elastic_options pool_of(unsigned threads, std::size_t queue = 100, rejection_pol
   return o;
 }
 
-class gate {
- public:
-  void open() { p_.set_value(); }
-  auto waiter() const {
-    return [f = f_] { f.wait(); };
-  }
 
- private:
-  std::promise<void> p_;
-  std::shared_future<void> f_ = p_.get_future().share();
-};
-
-void occupy(bounded_elastic& pool, const gate& g) {
-  std::latch started(1);
-  pool.execute([&started, w = g.waiter()] {
-    started.count_down();
-    w();
-  });
-  started.wait();
-}
 
 template <class Pred>
 bool eventually(Pred pred) {
@@ -83,11 +70,6 @@ bool eventually(Pred pred) {
   return true;
 }
 
-std::string this_thread_name() {
-  char buf[32] = {};
-  pthread_getname_np(pthread_self(), buf, sizeof buf);
-  return buf;
-}
 
 // Threads of this process whose name starts with `prefix`.
 int threads_named(const std::string& prefix) {

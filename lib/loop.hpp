@@ -92,6 +92,7 @@ class loop {
   bool take_work() noexcept;   // refill ready_ from inbox, own fresh queue, or a peer
   void run_ready(unsigned budget) noexcept;
   void expire_timers() noexcept;
+  bool spin_for_work() noexcept;  // true when work showed up before idle_spin_ns
   void sleep() noexcept;
   void arm_eventfd() noexcept;
   void arm_timeout(std::int64_t deadline_ns) noexcept;

@@ -36,6 +36,7 @@ class ring {
   void submit_and_wait() noexcept;
   // Runs the callbacks of every completion already posted; returns how many.
   unsigned reap() noexcept;
+  bool has_completions() noexcept { return io_uring_cq_ready(&ring_) > 0; }
 
  private:
   int submit(unsigned wait_nr) noexcept;

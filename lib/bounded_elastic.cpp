@@ -218,11 +218,12 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
       if (std::exception_ptr e = n->ops->finish(n)) report(c, e);
       n = next;
     }
-    // No spinning before parking: measured on a 2-CPU machine, a spinning
-    // worker shares a CPU with the loop it has just woken and delays it by the
-    // whole spin, and takes CPU from the loops under load (W4: p99 54 us and
-    // ~250k offloads/s with a 50 us spin; 4-5 us and ~420k/s without).
-    // A job handed to us meanwhile has already unparked us: park returns at once.
+    // park_until polls for 20 us before it sleeps (elastic_parker.hpp). A
+    // 50 us spin here measured badly under CPU contention (the spinner delays
+    // the loop it just woke on the same CPU: W4 p99 54 us, ~250k/s); on a
+    // quiet VM, where waking a halted vCPU costs tens of microseconds, the
+    // short poll took W4 from p50 89 us to 1.1 us. A job handed to us
+    // meanwhile has already unparked us: park returns at once.
     if (went_idle) w.parker.park_until(deadline);
     lk.lock();
     if (elastic_worker* next = pass_baton_locked(c, w)) {

@@ -18,7 +18,8 @@ namespace weft::detail {
 class fresh_queue {
  public:
   void push(task_context* c) noexcept {
-    std::lock_guard<std::mutex> g(mu_);
+    lock_briefly_spinning();
+    std::lock_guard<std::mutex> g(mu_, std::adopt_lock);
     list_.push(c);
     // seq_cst: part of the sleep handshake — a loop that published "sleeping"
     // must either see this size or be seen sleeping by the pusher.
@@ -28,7 +29,8 @@ class fresh_queue {
   // Moves up to `max` of the oldest nodes into `out`; returns how many.
   std::size_t take(run_queue& out, std::size_t max) noexcept {
     if (size_.load(std::memory_order_relaxed) == 0) return 0;
-    std::lock_guard<std::mutex> g(mu_);
+    lock_briefly_spinning();
+    std::lock_guard<std::mutex> g(mu_, std::adopt_lock);
     std::size_t n = 0;
     while (n < max) {
       sched_node* c = list_.pop();
@@ -43,6 +45,17 @@ class fresh_queue {
   std::size_t size() const noexcept { return size_.load(); }
 
  private:
+  // The critical sections are a few pointer writes (or a short walk): spin
+  // a little before blocking, because a contended std::mutex sleeps in the
+  // kernel at once, and waking a thread whose vCPU halted costs tens of
+  // microseconds here, during which the sleeping loop fires no timers.
+  void lock_briefly_spinning() noexcept {
+    for (int i = 0; i < 100; ++i) {
+      if (mu_.try_lock()) return;
+      __builtin_ia32_pause();
+    }
+    mu_.lock();
+  }
   std::mutex mu_;
   run_queue list_;
   std::atomic<std::size_t> size_{0};

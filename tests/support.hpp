@@ -26,11 +26,11 @@ inline weft::runtime_options loops(unsigned n, std::chrono::nanoseconds tick = s
 // tests never assert tighter upper bounds on time than this.
 inline constexpr auto generous = std::chrono::seconds(10);
 
-// Polls `done` from a plain thread until it holds or `generous` has passed;
+// Polls `done` from a plain thread until it holds or `limit` has passed;
 // returns whether it held.
 template <class Pred>
-bool eventually(Pred done) {
-  const auto until = std::chrono::steady_clock::now() + generous;
+bool eventually(Pred done, std::chrono::steady_clock::duration limit = generous) {
+  const auto until = std::chrono::steady_clock::now() + limit;
   while (!done()) {
     if (std::chrono::steady_clock::now() > until) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));

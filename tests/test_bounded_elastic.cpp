@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pool_support.hpp"
+#include "support.hpp"
 
 using namespace std::chrono_literals;
 using weft::bounded_elastic;
@@ -37,21 +38,14 @@ using test::gate;
 using test::occupy;
 using test::this_thread_name;
 
+using test::eventually;
+
 namespace {
 
 constexpr auto hang_limit = 10s;  // only ever an upper bound: reaching it is a failure
 
 
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::steady_clock::duration limit = hang_limit) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 template <class T>
 bool ready(std::future<T>& f) {

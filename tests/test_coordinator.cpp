@@ -28,6 +28,7 @@
 
 #include "counted.hpp"
 #include "never.hpp"
+#include "support.hpp"
 
 using namespace weft;
 using namespace std::chrono_literals;
@@ -35,6 +36,12 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr auto hang_limit = 20s;
+
+// This file's "did not hang" bound is longer than the shared one.
+template <class Pred>
+bool eventually_within(Pred pred) {
+  return test::eventually(pred, hang_limit);
+}
 
 runtime_options loops(unsigned n) {
   runtime_options o;
@@ -51,15 +58,6 @@ coordinator_options limits(std::size_t concurrency, std::size_t queue, std::stri
   return o;
 }
 
-template <class Pred>
-bool eventually(Pred pred) {
-  const auto end = std::chrono::steady_clock::now() + hang_limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(100us);
-  }
-  return true;
-}
 
 struct job_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -190,7 +188,7 @@ TEST_CASE("no more than max_concurrency jobs run at once, observed inside the jo
   occupancy occ;
   std::vector<join_handle<int>> callers;
   for (int i = 0; i < 200; ++i) callers.push_back(rt.spawn(gated_call(c, g, occ, i)));
-  REQUIRE(eventually([&] { return settled(c.stats(), 3, 197); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 3, 197); }));
   CHECK(occ.inside == 3);
   g.open();
   long sum = 0;
@@ -232,7 +230,7 @@ TEST_CASE("waiting jobs start in the order they arrived") {
   std::mutex mu;
   std::vector<int> started;
   auto first = rt.spawn(gated_call(c, first_done, occ, 0));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 0); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 0); }));
   auto recorded_call = [](coordinator& co, std::mutex& m, std::vector<int>& order, int i) -> task<void> {
     auto job = [&m, &order, i]() -> task<void> {
       {
@@ -247,7 +245,7 @@ TEST_CASE("waiting jobs start in the order they arrived") {
   for (int i = 1; i <= 8; ++i) {
     // One at a time, so the arrival order is the order of the loop below.
     waiters.push_back(rt.spawn(recorded_call(c, mu, started, i)));
-    REQUIRE(eventually([&] { return settled(c.stats(), 1, static_cast<std::size_t>(i)); }));
+    REQUIRE(eventually_within([&] { return settled(c.stats(), 1, static_cast<std::size_t>(i)); }));
   }
   first_done.open();
   CHECK(first.join_blocking() == 0);
@@ -262,7 +260,7 @@ TEST_CASE("the arrival past max_concurrency + max_queue is refused at once with 
   occupancy occ;
   std::vector<join_handle<int>> held;
   for (int i = 0; i < 5; ++i) held.push_back(rt.spawn(gated_call(c, g, occ, i)));
-  REQUIRE(eventually([&] { return settled(c.stats(), 2, 3); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 2, 3); }));
 
   std::atomic<bool> ran{false};
   auto refused = [](coordinator& co, std::atomic<bool>& r) -> task<std::string> {
@@ -298,7 +296,7 @@ TEST_CASE("without a queue the second job is refused while the first runs; an un
   gate g;
   occupancy occ;
   auto first = rt.spawn(gated_call(c, g, occ, 1));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 0); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 0); }));
   auto second = rt.spawn(gated_call(c, g, occ, 2));
   CHECK(outcome_of(second) == "too_many_tasks: Work in progress 2 exceeds 1 jobs in coordinator");
   g.open();
@@ -311,9 +309,9 @@ TEST_CASE("cancelling a queued job removes it at once: it never runs and its pla
   gate g;
   occupancy occ;
   auto running = rt.spawn(gated_call(c, g, occ, 1));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 0); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 0); }));
   auto queued = rt.spawn(gated_call(c, g, occ, 2));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 1); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 1); }));
 
   queued.cancel();
   // While the running job still holds its slot.
@@ -323,7 +321,7 @@ TEST_CASE("cancelling a queued job removes it at once: it never runs and its pla
   CHECK(s.withdrawn == 1);
   // The place it held takes a new arrival, which would otherwise be refused.
   auto next = rt.spawn(gated_call(c, g, occ, 3));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 1); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 1); }));
   CHECK(c.stats().rejected == 0);
 
   g.open();
@@ -352,12 +350,12 @@ TEST_CASE("cancelling a running coroutine job cancels it at its suspension point
     co_await co.execute(std::move(job));
   };
   auto first = rt.spawn(stuck(c, unwound));
-  REQUIRE(eventually([&] { return never::parked == 1; }));
+  REQUIRE(eventually_within([&] { return never::parked == 1; }));
   gate g;
   g.open();
   occupancy occ;
   auto second = rt.spawn(gated_call(c, g, occ, 2));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 1); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 1); }));
 
   first.cancel();
   CHECK(outcome_of(first) == "cancelled");
@@ -381,11 +379,11 @@ TEST_CASE("a job that throws hands its slot to the next one, and its caller gets
     co_return co_await co.execute(std::move(job));
   };
   auto failing = rt.spawn(thrower(c, g));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 0); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 0); }));
   occupancy occ;
   std::vector<join_handle<int>> after;
   for (int i = 0; i < 3; ++i) after.push_back(rt.spawn(gated_call(c, g, occ, i)));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 3); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 3); }));
   g.open();
   CHECK(outcome_of(failing) == "error: job failed");
   for (int i = 0; i < 3; ++i) CHECK(after[i].join_blocking() == i);
@@ -417,7 +415,7 @@ TEST_CASE("a caller cancelled before it reaches the coordinator is not admitted 
     co_await co.execute(std::move(job));
   };
   auto h = rt.spawn(caller(c, computing, go_on, ran));
-  REQUIRE(eventually([&] { return computing.load(); }));
+  REQUIRE(eventually_within([&] { return computing.load(); }));
   h.cancel();
   go_on = true;
   CHECK(outcome_of(h) == "cancelled");
@@ -773,7 +771,7 @@ TEST_CASE("a grant from another loop racing the cancel delivery of the waiter it
 
   blocker y1;  // 1. hold a loop (call it Y), so A starts on the other (X)
   auto hy1 = rt.spawn(blocker::hold(y1));
-  REQUIRE(eventually([&] { return y1.started.load(); }));
+  REQUIRE(eventually_within([&] { return y1.started.load(); }));
   auto a_call = [](coordinator& co, gate& g, std::thread::id& t) -> task<int> {
     auto job = [&g, &t]() -> task<int> {
       t = std::this_thread::get_id();
@@ -783,11 +781,11 @@ TEST_CASE("a grant from another loop racing the cancel delivery of the waiter it
     co_return co_await co.execute(std::move(job));
   };
   auto a = rt.spawn(a_call(c, a_gate, a_thread));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 0); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 0); }));
 
   blocker x1;  // 2. hold X, free Y: B starts on Y
   auto hx1 = rt.spawn(blocker::hold(x1));
-  REQUIRE(eventually([&] { return x1.started.load(); }));
+  REQUIRE(eventually_within([&] { return x1.started.load(); }));
   y1.release = true;
   hy1.join_blocking();
   auto b_call = [](coordinator& co, std::thread::id& t, std::atomic<bool>& ran) -> task<int> {
@@ -798,11 +796,11 @@ TEST_CASE("a grant from another loop racing the cancel delivery of the waiter it
     });
   };
   auto b = rt.spawn(b_call(c, b_thread, b_ran));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 1); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 1); }));
 
   blocker y2;  // 3. hold Y (B's loop), free X (A's loop)
   auto hy2 = rt.spawn(blocker::hold(y2));
-  REQUIRE(eventually([&] { return y2.started.load(); }));
+  REQUIRE(eventually_within([&] { return y2.started.load(); }));
   x1.release = true;
   hx1.join_blocking();
   REQUIRE(a_thread != b_thread);
@@ -810,7 +808,7 @@ TEST_CASE("a grant from another loop racing the cancel delivery of the waiter it
 
   b.cancel();       // 4. the delivery waits in Y's inbox
   a_gate.open();    // 5. A finishes on X and grants B: B's wake queues behind the delivery
-  REQUIRE(eventually([&] { return c.stats().completed == 1; }));
+  REQUIRE(eventually_within([&] { return c.stats().completed == 1; }));
   CHECK(settled(c.stats(), 1, 0));  // B holds the slot, not yet resumed
   y2.release = true;  // 6. Y runs the delivery, then B
   hy2.join_blocking();
@@ -865,7 +863,7 @@ TEST_CASE("blocking jobs are held to max_concurrency too") {
   };
   std::vector<join_handle<int>> hs;
   for (int i = 0; i < 10; ++i) hs.push_back(rt.spawn(caller(c, occ, go)));
-  REQUIRE(eventually([&] { return settled(c.stats(), 2, 8) && occ.inside == 2; }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 2, 8) && occ.inside == 2; }));
   go = true;
   for (auto& h : hs) CHECK(h.join_blocking() == 1);
   CHECK(occ.most == 2);
@@ -894,12 +892,12 @@ TEST_CASE("cancelling the caller of a running blocking job stops it through its 
     co_return false;
   };
   auto h = rt.spawn(caller(c, started, saw_stop, returned));
-  REQUIRE(eventually([&] { return started.load(); }));
+  REQUIRE(eventually_within([&] { return started.load(); }));
   occupancy occ;
   gate g;
   g.open();
   auto next = rt.spawn(gated_call(c, g, occ, 5));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 1); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 1); }));
   h.cancel();
   CHECK(h.join_blocking());
   CHECK(saw_stop);
@@ -915,13 +913,13 @@ TEST_CASE("cancelling the caller of a queued blocking job: it never reaches the 
   gate g;
   occupancy occ;
   auto holder = rt.spawn(gated_call(c, g, occ, 1));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 0); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 0); }));
   std::atomic<bool> ran{false};
   auto caller = [](coordinator& co, std::atomic<bool>& r) -> task<void> {
     co_await co.execute([&r] { r = true; });
   };
   auto h = rt.spawn(caller(c, ran));
-  REQUIRE(eventually([&] { return settled(c.stats(), 1, 1); }));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 1); }));
   h.cancel();
   CHECK(outcome_of(h) == "cancelled");
   g.open();
@@ -939,7 +937,7 @@ TEST_CASE("a coordinator destroyed while detached jobs run and wait lets them fi
   occupancy occ;
   std::vector<join_handle<int>> hs;
   for (int i = 0; i < 6; ++i) hs.push_back(rt.spawn(gated_call(*c, g, occ, i)));
-  REQUIRE(eventually([&] { return settled(c->stats(), 2, 4); }));
+  REQUIRE(eventually_within([&] { return settled(c->stats(), 2, 4); }));
   c.reset();
   g.open();
   for (int i = 0; i < 6; ++i) CHECK(hs[i].join_blocking() == i);
@@ -953,7 +951,7 @@ TEST_CASE("runtime shutdown cancels running and waiting jobs and leaves the coor
     runtime rt(loops(2));
     auto stuck = [](coordinator& co) -> task<void> { co_await co.execute([]() -> task<void> { co_await never{}; }); };
     for (int i = 0; i < 5; ++i) rt.spawn(stuck(c));
-    REQUIRE(eventually([&] { return settled(c.stats(), 1, 4); }));
+    REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 4); }));
     rt.shutdown();
   }
   auto s = c.stats();
@@ -991,7 +989,7 @@ TEST_CASE("a tenant at its limit is refused at once and does not hold up another
   occupancy occ;
   auto a1 = rt.spawn(tenant_gated_call(ts, "acme", g, occ, 1));
   auto a2 = rt.spawn(tenant_gated_call(ts, "acme", g, occ, 2));
-  REQUIRE(eventually([&] {
+  REQUIRE(eventually_within([&] {
     auto s = ts.stats("acme");
     return s && settled(*s, 1, 1);
   }));
@@ -1014,7 +1012,7 @@ TEST_CASE("an idle tenant is removed: size returns to zero and a returning tenan
   occupancy occ;
   std::vector<join_handle<int>> hs;
   for (int i = 0; i < 4; ++i) hs.push_back(rt.spawn(tenant_gated_call(ts, i % 2 ? "odd" : "even", g, occ, i)));
-  REQUIRE(eventually([&] { return ts.size() == 2 && occ.inside == 4; }));
+  REQUIRE(eventually_within([&] { return ts.size() == 2 && occ.inside == 4; }));
   g.open();
   for (int i = 0; i < 4; ++i) CHECK(hs[i].join_blocking() == i);
   CHECK(ts.size() == 0);
@@ -1025,7 +1023,7 @@ TEST_CASE("an idle tenant is removed: size returns to zero and a returning tenan
   tenants tiny(limits(1, 0));
   gate shut;
   auto holder = rt.spawn(tenant_gated_call(tiny, "t", shut, occ, 1));
-  REQUIRE(eventually([&] { return tiny.size() == 1 && occ.inside == 1; }));
+  REQUIRE(eventually_within([&] { return tiny.size() == 1 && occ.inside == 1; }));
   auto refused = rt.spawn(tenant_gated_call(tiny, "t", shut, occ, 2));
   CHECK(outcome_of(refused).rfind("too_many_tasks", 0) == 0);
   shut.open();
@@ -1039,7 +1037,7 @@ TEST_CASE("a tenant's refusal names the tenant, prefixed by per_tenant.name when
   gate g;
   occupancy occ;
   auto holder = rt.spawn(tenant_gated_call(ts, "acme", g, occ, 1));
-  REQUIRE(eventually([&] { return occ.inside == 1; }));
+  REQUIRE(eventually_within([&] { return occ.inside == 1; }));
   auto refused = rt.spawn(tenant_gated_call(ts, "acme", g, occ, 2));
   CHECK(outcome_of(refused) == "too_many_tasks: Work in progress 2 exceeds 1 jobs in api/acme");
   g.open();
@@ -1099,7 +1097,7 @@ TEST_CASE("tenants destroyed while detached jobs are in progress lets them finis
   occupancy occ;
   std::vector<join_handle<int>> hs;
   for (int i = 0; i < 6; ++i) hs.push_back(rt.spawn(tenant_gated_call(*ts, i % 2 ? "x" : "y", g, occ, i)));
-  REQUIRE(eventually([&] {
+  REQUIRE(eventually_within([&] {
     auto x = ts->stats("x"), y = ts->stats("y");
     return x && y && settled(*x, 1, 2) && settled(*y, 1, 2);
   }));

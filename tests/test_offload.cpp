@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "pool_support.hpp"
+#include "support.hpp"
 
 using namespace std::chrono_literals;
 using namespace weft;
@@ -38,6 +39,8 @@ using namespace weft;
 using test::gate;
 using test::occupy;
 using test::this_thread_name;
+
+using test::eventually;
 
 namespace {
 
@@ -60,15 +63,6 @@ elastic_options pool_of(unsigned threads, std::size_t queue = 100, rejection_pol
 
 
 
-template <class Pred>
-bool eventually(Pred pred) {
-  const auto end = std::chrono::steady_clock::now() + hang_limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 
 // Threads of this process whose name starts with `prefix`.

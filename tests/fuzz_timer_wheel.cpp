@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "timer_wheel.hpp"
+#include "wheel_reference.hpp"
 
 namespace {
 
@@ -62,31 +63,6 @@ class bytes {
 
 std::int64_t sat(i128 v) { return v > kMax ? kMax : v < kMin ? kMin : static_cast<std::int64_t>(v); }
 
-// The specification as a container: armed nodes by (deadline, arm sequence).
-struct reference {
-  using key = std::pair<std::int64_t, std::uint64_t>;
-  std::multimap<key, std::size_t> armed;
-  std::optional<std::multimap<key, std::size_t>::iterator> where[kNodes];
-  std::uint64_t seq = 0;
-
-  void insert(std::size_t i, std::int64_t d) {
-    remove(i);
-    where[i] = armed.emplace(key{d, ++seq}, i);
-  }
-  void remove(std::size_t i) {
-    if (where[i]) armed.erase(*where[i]);
-    where[i].reset();
-  }
-  // The node an advance(now) begun after arm number `boundary` must hand out
-  // next: nodes armed from inside that advance wait for the next one.
-  std::optional<std::size_t> next_due(std::int64_t now, std::uint64_t boundary) const {
-    for (const auto& [k, i] : armed) {
-      if (k.first > now) break;
-      if (k.second <= boundary) return i;
-    }
-    return std::nullopt;
-  }
-};
 
 class harness {
  public:
@@ -224,7 +200,7 @@ class harness {
   std::int64_t origin_;
   std::int64_t now_;
   timer_node nodes_[kNodes];  // before wheel_: the wheel is destroyed first and disarms them
-  reference ref_;
+  wheel_reference ref_{kNodes};
   timer_wheel wheel_;
 };
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "timer_wheel.hpp"
+#include "wheel_reference.hpp"
 
 namespace {
 
@@ -608,30 +609,6 @@ TEST_CASE("destroying the wheel disarms the nodes still armed") {
 
 namespace {
 
-struct reference {
-  using key = std::pair<std::int64_t, std::uint64_t>;
-  std::multimap<key, std::size_t> armed;
-  std::vector<std::optional<std::multimap<key, std::size_t>::iterator>> where;
-  std::uint64_t seq = 0;
-
-  explicit reference(std::size_t n) : where(n) {}
-  void insert(std::size_t i, std::int64_t d) {
-    remove(i);
-    where[i] = armed.emplace(key{d, ++seq}, i);
-  }
-  void remove(std::size_t i) {
-    if (where[i]) armed.erase(*where[i]);
-    where[i].reset();
-  }
-  // The first node an advance(now) that began after arm `boundary` must hand out.
-  std::optional<std::size_t> next_due(std::int64_t now, std::uint64_t boundary) const {
-    for (const auto& [k, i] : armed) {
-      if (k.first > now) break;
-      if (k.second <= boundary) return i;
-    }
-    return std::nullopt;
-  }
-};
 
 std::int64_t sat_add(std::int64_t a, i128 b) {
   const i128 r = i128{a} + b;
@@ -651,7 +628,7 @@ void run_differential(std::uint64_t seed) {
 
   constexpr std::size_t kNodes = 160;
   std::vector<timer_node> nodes(kNodes);
-  reference ref(kNodes);
+  wheel_reference ref(kNodes);
   timer_wheel w(std::chrono::nanoseconds(tick), origin);
   std::int64_t now = origin;
 

@@ -158,6 +158,23 @@ bool should_leave_locked(const elastic_core& c, const elastic_worker& w) {
   return elastic_parker::clock::now() >= idle_deadline_locked(c, w);
 }
 
+// Requires mu, held by lk; `w` just came back from its parker. Passes the
+// wake chain on (unparking the next worker with mu released), then says
+// whether `w` leaves the pool, having left it if so: still listed idle means
+// nobody handed it a job (spurious wake, ttl, shutdown).
+bool woke_to_leave_locked(elastic_core& c, elastic_worker& w, std::unique_lock<brief_spin_mutex>& lk) {
+  if (elastic_worker* next = pass_baton_locked(c, w)) {
+    lk.unlock();
+    next->parker.unpark();
+    lk.lock();
+  }
+  if (w.idle && should_leave_locked(c, w)) {
+    leave_idle_locked(c, w);
+    return true;
+  }
+  return false;
+}
+
 void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
   elastic_core& c = *pc;
   elastic_worker& w = *pw;
@@ -179,16 +196,7 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
       lk.unlock();
       w.parker.park_until(deadline);
       lk.lock();
-      if (elastic_worker* next = pass_baton_locked(c, w)) {
-        lk.unlock();
-        next->parker.unpark();
-        lk.lock();
-      }
-      // Still listed idle: nobody handed us a job (spurious wake, ttl, shutdown).
-      if (w.idle && should_leave_locked(c, w)) {
-        leave_idle_locked(c, w);
-        break;
-      }
+      if (woke_to_leave_locked(c, w, lk)) break;
       continue;
     }
 
@@ -226,15 +234,7 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
     // meanwhile has already unparked us: park returns at once.
     if (went_idle) w.parker.park_until(deadline);
     lk.lock();
-    if (elastic_worker* next = pass_baton_locked(c, w)) {
-      lk.unlock();
-      next->parker.unpark();
-      lk.lock();
-    }
-    if (w.idle && should_leave_locked(c, w)) {
-      leave_idle_locked(c, w);
-      break;
-    }
+    if (woke_to_leave_locked(c, w, lk)) break;
   }
   // Leaving, with mu held: the last touch of the core by this thread.
   w.live = false;

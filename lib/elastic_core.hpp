@@ -25,6 +25,7 @@
 #pragma once
 
 #include "elastic_parker.hpp"
+#include "brief_spin_mutex.hpp"
 #include "elastic_queue.hpp"
 
 #include <weft/bounded_elastic.hpp>
@@ -41,31 +42,6 @@
 namespace weft::detail {
 
 struct elastic_core;
-
-// The pool's mutex. Its critical sections are a few pointer moves, so a
-// contender first retries for a moment (the holder is most likely running on
-// another CPU and about to let go) before sleeping in the kernel: a futex
-// sleep and wake per contended acquisition costs far more than the section.
-// Measured on W4b (2 loops, 20 workers): ~580k offloads/s steadily, against
-// 270k-590k from run to run with a plain std::mutex.
-class elastic_mutex {
- public:
-  void lock() noexcept {
-    for (int i = 0; i < spin_tries; ++i) {
-      if (m_.try_lock()) return;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-    m_.lock();
-  }
-  bool try_lock() noexcept { return m_.try_lock(); }
-  void unlock() noexcept { m_.unlock(); }
-
- private:
-  static constexpr int spin_tries = 100;  // a few microseconds at most, then sleep
-  std::mutex m_;
-};
 
 struct elastic_worker {
   elastic_core* pool = nullptr;
@@ -91,7 +67,7 @@ struct elastic_core {
   // Written under `mu`, read without it by state()/is_shutdown().
   std::atomic<pool_state> state{pool_state::running};
 
-  mutable elastic_mutex mu;
+  mutable brief_spin_mutex mu;  // sections are a few pointer moves (brief_spin_mutex.hpp)
   std::condition_variable_any terminated_cv;            // signalled on reaching `terminated`
   std::vector<std::unique_ptr<elastic_worker>> slots;  // at most max_threads; grows, never shrinks
   std::vector<elastic_worker*> idle;                   // a stack: the most recently idle is reused first,

@@ -1,16 +1,17 @@
 // lib/fresh_queue.hpp — spawned tasks that have not started yet.
 //
 // The one queue other loops may take from: a task that has never run has no
-// home yet, so an idle loop can steal it and make itself its home. A mutex
-// guards the intrusive list (pushes and batch pops are short); `size_` is
-// readable without the lock so a loop about to sleep, or one looking for a
-// victim, can see work cheaply.
+// home yet, so an idle loop can steal it and make itself its home. A
+// brief_spin_mutex guards the intrusive list (pushes and batch pops are
+// short); `size_` is readable without the lock so a loop about to sleep, or
+// one looking for a victim, can see work cheaply.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <mutex>
 
+#include "brief_spin_mutex.hpp"
 #include "run_queue.hpp"
 
 namespace weft::detail {
@@ -18,8 +19,7 @@ namespace weft::detail {
 class fresh_queue {
  public:
   void push(task_context* c) noexcept {
-    lock_briefly_spinning();
-    std::lock_guard<std::mutex> g(mu_, std::adopt_lock);
+    std::lock_guard<brief_spin_mutex> g(mu_);
     list_.push(c);
     // seq_cst: part of the sleep handshake — a loop that published "sleeping"
     // must either see this size or be seen sleeping by the pusher.
@@ -29,8 +29,7 @@ class fresh_queue {
   // Moves up to `max` of the oldest nodes into `out`; returns how many.
   std::size_t take(run_queue& out, std::size_t max) noexcept {
     if (size_.load(std::memory_order_relaxed) == 0) return 0;
-    lock_briefly_spinning();
-    std::lock_guard<std::mutex> g(mu_, std::adopt_lock);
+    std::lock_guard<brief_spin_mutex> g(mu_);
     std::size_t n = 0;
     while (n < max) {
       sched_node* c = list_.pop();
@@ -45,18 +44,7 @@ class fresh_queue {
   std::size_t size() const noexcept { return size_.load(); }
 
  private:
-  // The critical sections are a few pointer writes (or a short walk): spin
-  // a little before blocking, because a contended std::mutex sleeps in the
-  // kernel at once, and waking a thread whose vCPU halted costs tens of
-  // microseconds here, during which the sleeping loop fires no timers.
-  void lock_briefly_spinning() noexcept {
-    for (int i = 0; i < 100; ++i) {
-      if (mu_.try_lock()) return;
-      __builtin_ia32_pause();
-    }
-    mu_.lock();
-  }
-  std::mutex mu_;
+  brief_spin_mutex mu_;
   run_queue list_;
   std::atomic<std::size_t> size_{0};
 };

@@ -8,6 +8,8 @@
 // wheel's earliest expiry.
 #include "loop.hpp"
 
+#include <weft/detail/block_pool.hpp>
+
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -197,6 +199,7 @@ bool loop::spin_for_work() noexcept {
 
 void loop::sleep() noexcept {
   flush_kicks();  // never sleep on a deferred kick
+  pool_flush();   // nor on blocks other loops may be waiting to reuse
   // seq_cst: the loop's half of the sleep handshake (see loop.hpp).
   sleeping.store(true);
   rt.sleepers.fetch_add(1);

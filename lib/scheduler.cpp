@@ -81,9 +81,8 @@ void start_run(timer_node* n) noexcept {
     return;
   }
   j->at = scheduled_job::phase::running;
-  auto* s = new spawn_state<void>(run_job(j));
-  s->sink = j->rt->errors.p;
-  start_local(s);  // cannot throw on the loop thread
+  join_cell<void>* s = make_spawn(run_job(j), j->rt->errors.p);
+  start_local(s->ctx);  // cannot throw on the loop thread
   s->detach();
 }
 

@@ -1,9 +1,11 @@
 // weft/join_handle.hpp — spawn() and the handle that joins or cancels a spawned task.
 //
-// A spawned task is one allocation of its own (spawn_state, below) besides its
-// coroutine frame; the frame is destroyed as soon as the task finishes, so a
-// finished, unjoined task costs only its result. spawn_state is shared by the
-// running strand and the join_handle and freed when both have let go.
+// A spawned task is three pooled blocks (detail/block_pool.hpp): its root
+// frame and its context (spawned_context), both freed as soon as the task
+// finishes and quiesces, and a small join_cell holding the outcome, shared by
+// the strand and the join_handle and freed when both have let go. So a
+// million finished, unjoined tasks cost a million cells (48 bytes for an
+// integer result), not a million frames.
 //
 // The `joiner` word is the rendezvous between the finishing task (on its home
 // loop) and whoever joins it (any loop, or a plain thread in block_on):
@@ -21,6 +23,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include <weft/detail/block_pool.hpp>
 #include <weft/detail/context.hpp>
 #include <weft/detail/rooted_context.hpp>
 #include <weft/errors.hpp>
@@ -46,37 +49,47 @@ error_sink* error_sink_of(runtime_impl* rt) noexcept;
 void spawn_context(runtime_impl* rt, task_context* ctx);
 
 template <class T>
-struct spawn_state final : rooted_context<T> {
+struct spawned_context;
+
+// What a join_handle points at: the outcome of a spawned task and the
+// rendezvous of its finish with its join. It outlives the task's context
+// (freed once the strand quiesces) for as long as the handle holds it.
+template <class T>
+struct join_cell final : pooled {
   static constexpr std::uintptr_t ready = 1;
   static constexpr std::uintptr_t detached = 2;
+  // `life`: who keeps what alive.
+  //   handle_ref  the join_handle exists (keeps the cell)
+  //   strand_ref  the context has not quiesced: `ctx` is valid (keeps the cell)
+  //   k * pin     k cancel() calls are reading `ctx`; pins are taken only
+  //               while strand_ref is set, and the last of them to let go
+  //               after the strand left frees the context
+  static constexpr std::uint32_t handle_ref = 1;
+  static constexpr std::uint32_t strand_ref = 2;
+  static constexpr std::uint32_t pin = 4;
 
-  // Two owners, the running strand (until quiesced) and the join_handle, are
-  // counted in task_context::owner_word.
+  std::atomic<std::uintptr_t> joiner{0};
+  std::atomic<std::uint32_t> life{handle_ref | strand_ref};
   bool owns_sink_ref = false;
   bool joined = false;  // the outcome was taken by a join (joining side only)
-  std::atomic<std::uintptr_t> joiner{0};
+  task_outcome<T> result;
+  spawned_context<T>* ctx = nullptr;
   // Whose on_error hears of an unobserved exception. Borrowed from the
   // runtime (alive until this task finishes); a reference is taken only when
   // the task fails while its handle still exists.
   error_sink* sink = nullptr;
 
-  explicit spawn_state(task<T>&& t) noexcept : rooted_context<T>(std::move(t)) {
-    this->owner_word.store(2, std::memory_order_relaxed);
-    this->on_outcome = &outcome_ready;
-    this->quiesced = &strand_quiesced;
-  }
-
-  static void outcome_ready(rooted_context<T>* c) noexcept {
-    auto* self = static_cast<spawn_state*>(c);
+  // The task finished; its outcome is in `result` (home loop).
+  void outcome_ready() noexcept {
     // acq_rel: publishes the outcome to the joiner (release) and, when the
     // handle is already gone, sees everything it did before letting go (acquire).
-    std::uintptr_t prev = self->joiner.exchange(ready, std::memory_order_acq_rel);
-    if (self->result.error) {
+    std::uintptr_t prev = joiner.exchange(ready, std::memory_order_acq_rel);
+    if (result.error) {
       if (prev == detached) {
-        if (!is_cancellation(self->result.error)) self->sink->report(self->result.error);
+        if (!is_cancellation(result.error)) sink->report(result.error);
       } else {
-        self->sink->add_ref();  // the handle may outlive the runtime
-        self->owns_sink_ref = true;
+        sink->add_ref();  // the handle may outlive the runtime
+        owns_sink_ref = true;
       }
     }
     if (prev != 0 && prev != detached) {
@@ -84,14 +97,27 @@ struct spawn_state final : rooted_context<T> {
       w->notify(w);
     }
   }
-  static void strand_quiesced(task_context* c) noexcept { static_cast<spawn_state*>(c)->drop(); }
 
-  void drop() noexcept {
-    // acq_rel: the last owner must see all the other's writes before deleting.
-    if (this->owner_word.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      if (owns_sink_ref) sink->drop_ref();
-      delete this;
-    }
+  // The context quiesced (home loop): it is freed here unless a cancel() is
+  // still reading it. Nothing of the cell may be read after the fetch_sub
+  // unless it says we are the last owner: the handle may free it meanwhile.
+  void strand_gone(spawned_context<T>* self) noexcept {
+    // acq_rel: whoever frees the context or the cell sees the other's use.
+    std::uint32_t prev = life.fetch_sub(strand_ref, std::memory_order_acq_rel);
+    if (prev < pin) delete self;
+    if (prev == strand_ref) destroy();  // with pins, the handle is still there
+  }
+
+  void cancel() noexcept {
+    // acquire: a pin taken while strand_ref is set keeps `ctx` valid for us.
+    std::uint32_t cur = life.load(std::memory_order_acquire);
+    do {
+      if (!(cur & strand_ref)) return;  // finished and quiesced: nothing to stop
+    } while (!life.compare_exchange_weak(cur, cur + pin, std::memory_order_acquire, std::memory_order_acquire));
+    request_cancel(ctx);
+    // acq_rel: the last reader frees the context after every reader's use.
+    std::uint32_t prev = life.fetch_sub(pin, std::memory_order_acq_rel);
+    if (!(prev & strand_ref) && prev / pin == 1) delete ctx;  // the strand left while we read
   }
 
   // Register w to be notified when the outcome is ready; false if it already is.
@@ -115,17 +141,62 @@ struct spawn_state final : rooted_context<T> {
   decltype(auto) take() {
     if (joined) throw std::logic_error("weft: join_handle already joined; its result was taken");
     joined = true;
-    return this->result.take();
+    return result.take();
   }
 
+  // The handle lets go; the task keeps running.
   void detach() noexcept {
     // acq_rel: if the task already finished, we must see its outcome (acquire).
     std::uintptr_t prev = joiner.exchange(detached, std::memory_order_acq_rel);
-    if (prev == ready && !joined && this->result.error && !is_cancellation(this->result.error))
-      sink->report(this->result.error);
-    drop();
+    if (prev == ready && !joined && result.error && !is_cancellation(result.error))
+      sink->report(result.error);
+    // acq_rel: as in strand_gone.
+    if (life.fetch_sub(handle_ref, std::memory_order_acq_rel) == handle_ref) destroy();
+  }
+
+ private:
+  void destroy() noexcept {
+    if (owns_sink_ref) sink->drop_ref();
+    delete this;
   }
 };
+
+// The running side of a spawned task: its context and root frame, freed as
+// soon as it quiesces (the outcome went to the cell).
+template <class T>
+struct spawned_context final : root_holder<T>, pooled {
+  join_cell<T>* cell;
+
+  spawned_context(task<T>&& t, join_cell<T>* c) noexcept : root_holder<T>(std::move(t)), cell(c) {
+    this->out = &c->result;
+    this->on_outcome = [](root_holder<T>* x) noexcept { static_cast<spawned_context*>(x)->cell->outcome_ready(); };
+    this->quiesced = [](task_context* x) noexcept {
+      auto* self = static_cast<spawned_context*>(x);
+      self->cell->strand_gone(self);
+    };
+  }
+};
+
+// A cell and its context for t, linked; the context is not queued yet. The
+// caller either queues cell->ctx or, if that fails, calls discard().
+template <class T>
+join_cell<T>* make_spawn(task<T>&& t, error_sink* sink) {
+  auto* cell = new join_cell<T>;
+  try {
+    cell->ctx = new spawned_context<T>(std::move(t), cell);
+  } catch (...) {
+    delete cell;
+    throw;
+  }
+  cell->sink = sink;
+  return cell;
+}
+// Undo make_spawn for a context that was never queued: the frame dies unrun.
+template <class T>
+void discard(join_cell<T>* cell) noexcept {
+  delete cell->ctx;
+  delete cell;
+}
 
 // A plain thread waiting for a spawned task (runtime::block_on).
 struct blocking_waiter final : join_waiter {
@@ -141,7 +212,7 @@ template <class T>
 class join_handle {
  public:
   join_handle() noexcept = default;
-  explicit join_handle(detail::spawn_state<T>* s) noexcept : s_(s) {}
+  explicit join_handle(detail::join_cell<T>* s) noexcept : s_(s) {}
   join_handle(join_handle&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
   join_handle& operator=(join_handle&& o) noexcept {
     if (this != &o) {
@@ -157,16 +228,16 @@ class join_handle {
 
   // Asks the task to stop at its next suspension point. Any thread.
   void cancel() noexcept {
-    if (s_) detail::request_cancel(s_);
+    if (s_) s_->cancel();
   }
   bool done() const noexcept { return s_ && s_->is_ready(); }
 
   struct awaiter final : detail::join_waiter, detail::cancel_hook {
-    detail::spawn_state<T>* s;
+    detail::join_cell<T>* s;
     detail::task_context* ctx = nullptr;
     bool cancelled_ = false;
 
-    explicit awaiter(detail::spawn_state<T>* st) noexcept : s(st) {
+    explicit awaiter(detail::join_cell<T>* st) noexcept : s(st) {
       notify = &on_ready;
       on_cancel = &on_cancel_request;
     }
@@ -221,7 +292,7 @@ class join_handle {
   void reset() noexcept {
     if (s_) std::exchange(s_, nullptr)->detach();
   }
-  detail::spawn_state<T>* s_ = nullptr;
+  detail::join_cell<T>* s_ = nullptr;
 };
 
 namespace detail {
@@ -229,12 +300,11 @@ template <class T>
 join_handle<T> spawn_on(runtime_impl* rt, task<T>&& t) {
   if (!t) throw std::invalid_argument("weft: spawn of an empty task (moved from or already awaited)");
   rt = resolve_runtime(rt);
-  auto* s = new spawn_state<T>(std::move(t));
-  s->sink = error_sink_of(rt);
+  join_cell<T>* s = make_spawn(std::move(t), error_sink_of(rt));
   try {
-    spawn_context(rt, s);
+    spawn_context(rt, s->ctx);
   } catch (...) {
-    delete s;  // never queued: the frame dies with it, unrun
+    discard(s);  // never queued: the frame dies with it, unrun
     throw;
   }
   return join_handle<T>(s);

@@ -21,6 +21,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <weft/detail/block_pool.hpp>
 #include <weft/detail/context.hpp>
 
 namespace weft {
@@ -37,6 +38,11 @@ struct promise_base {
   std::coroutine_handle<> continuation;
   task_context* root_of = nullptr;  // set when this coroutine is a context's root
   std::exception_ptr error;
+
+  // Frames come from the per-thread block pool: spawning a million small
+  // tasks should not be a million trips through the general allocator.
+  static void* operator new(std::size_t bytes) { return pool_allocate(bytes); }
+  static void operator delete(void* p, std::size_t bytes) noexcept { pool_deallocate(p, bytes); }
 
   std::suspend_always initial_suspend() noexcept { return {}; }
 

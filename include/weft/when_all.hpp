@@ -90,7 +90,7 @@ struct child_context final : rooted_context<T> {
   std::size_t index;
   child_context(task<T>&& t, child_group* g, std::size_t i) noexcept
       : rooted_context<T>(std::move(t)), group(g), index(i) {
-    this->on_outcome = [](rooted_context<T>* c) noexcept {
+    this->on_outcome = [](root_holder<T>* c) noexcept {
       auto* self = static_cast<child_context*>(c);
       self->group->child_outcome(self->index, static_cast<bool>(self->result.error));
     };

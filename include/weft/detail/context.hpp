@@ -68,9 +68,6 @@ struct task_context : sched_node {
   static constexpr std::uint32_t done_bit = 1u << 2;
   static constexpr std::uint32_t delivery_bit = 1u << 3;
   std::atomic<std::uint32_t> flags{0};
-  // Free for the owner (it fills what would be padding): spawn_state keeps
-  // its reference count here.
-  std::atomic<std::uint32_t> owner_word{0};
 
   loop* home = nullptr;                    // written before started_bit (release)
   cancel_hook* hook = nullptr;             // home loop only
@@ -92,10 +89,19 @@ struct task_context : sched_node {
 struct driver {
   std::coroutine_handle<> next;
 };
+struct block_heap;  // lib/block_pool.cpp
 struct thread_state {
   loop* current_loop = nullptr;
   task_context* current = nullptr;
   driver* active = nullptr;
+  // This thread's small-block pool (detail/block_pool.hpp), made on first use
+  // and retired when the thread exits.
+  block_heap* heap = nullptr;
+  bool heap_retired = false;
+  thread_state() = default;
+  thread_state(const thread_state&) = delete;
+  thread_state& operator=(const thread_state&) = delete;
+  ~thread_state();
 };
 thread_state& this_thread() noexcept;
 

@@ -1,8 +1,8 @@
 // weft/detail/rooted_context.hpp — a task_context that owns a task<T>'s frame.
 //
 // The root coroutine of a context has no continuation; when it finishes, the
-// context moves its outcome (value or exception) into `result` and destroys
-// the frame at once, so a finished task costs only its result until someone
+// context moves its outcome (value or exception) out and destroys the frame
+// at once, so a finished task costs only its result until someone
 // takes it. A context cancelled before it ever ran gets `cancelled` as its
 // outcome and its frame is destroyed unrun.
 #pragma once
@@ -85,37 +85,47 @@ bool is_cancellation(const std::exception_ptr& e) noexcept;
 // The root's handle needs no member of its own: resume_point holds it until
 // the strand first runs, and the final suspend puts it back there before
 // finishing (see promise_base::final_awaiter), so on_finished finds it.
+// The outcome goes to `*out`: a member of the context itself (rooted_context
+// below), or a spawned task's join cell, which outlives the context.
 template <class T>
-struct rooted_context : task_context {
-  task_outcome<T> result;
+struct root_holder : task_context {
+  task_outcome<T>* out = nullptr;
 
   // Precondition: t holds a coroutine (callers reject an empty task first).
-  explicit rooted_context(task<T>&& t) noexcept {
+  explicit root_holder(task<T>&& t) noexcept {
     auto root = t.release();
     root.promise().root_of = this;
     resume_point = root;
     finished = &on_finished;
   }
-  rooted_context(const rooted_context&) = delete;
-  rooted_context& operator=(const rooted_context&) = delete;
-  ~rooted_context() {
+  root_holder(const root_holder&) = delete;
+  root_holder& operator=(const root_holder&) = delete;
+  ~root_holder() {
     if (resume_point) resume_point.destroy();  // never started (e.g. the runtime refused it)
   }
 
   static void on_finished(task_context* c, bool ran) noexcept {
-    auto* self = static_cast<rooted_context*>(c);
+    auto* self = static_cast<root_holder*>(c);
     auto root = std::coroutine_handle<task_promise<T>>::from_address(
         std::exchange(self->resume_point, {}).address());
     if (ran) {
-      self->result.take_from(root.promise());
+      self->out->take_from(root.promise());
     } else {
-      self->result.error = std::make_exception_ptr(cancelled{});
+      self->out->error = std::make_exception_ptr(cancelled{});
     }
     root.destroy();
     if (self->on_outcome) self->on_outcome(self);
   }
-  // Set by the owner: the outcome is now in `result` (home loop).
-  void (*on_outcome)(rooted_context*) noexcept = nullptr;
+  // Set by the owner: the outcome is now in `*out` (home loop).
+  void (*on_outcome)(root_holder*) noexcept = nullptr;
+};
+
+// A root whose outcome lives in the context (the children of when_all,
+// when_any, timeout and a lease's block).
+template <class T>
+struct rooted_context : root_holder<T> {
+  task_outcome<T> result;
+  explicit rooted_context(task<T>&& t) noexcept : root_holder<T>(std::move(t)) { this->out = &result; }
 };
 
 }  // namespace weft::detail

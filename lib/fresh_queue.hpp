@@ -26,6 +26,13 @@ class fresh_queue {
     size_.store(list_.size());
   }
 
+  // Moves every node of `from` to the back, under one lock.
+  void push_all(run_queue& from) noexcept {
+    std::lock_guard<brief_spin_mutex> g(mu_);
+    list_.push_all(from);
+    size_.store(list_.size());  // seq_cst: as in push
+  }
+
   // Moves up to `max` of the oldest nodes into `out`; returns how many.
   std::size_t take(run_queue& out, std::size_t max) noexcept {
     if (size_.load(std::memory_order_relaxed) == 0) return 0;

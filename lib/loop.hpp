@@ -5,7 +5,11 @@
 //  * inbox_ — any thread pushes, the loop takes (wakes and cancel deliveries
 //    from other threads, spawns from plain threads).
 //  * fresh — spawned, never-run tasks: pushed by the owner (or a plain thread),
-//    taken by the owner or stolen by an idle peer.
+//    taken by the owner or stolen by an idle peer. The owner stages its own
+//    spawns in `staged_` and moves them to `fresh` in batches, under one lock
+//    per batch, and always before the task that spawned them parks: so a
+//    spawn costs no lock of its own, yet work never hides from peers while
+//    the loop waits.
 //  * sleeping — the sleep handshake. The loop publishes sleeping = true, then
 //    re-checks its inbox and every fresh queue; a pusher publishes its node,
 //    then reads sleeping. Both sides are seq_cst, so at least one of them sees
@@ -116,6 +120,8 @@ class loop {
 
   run_queue ready_;
   run_queue deferred_;  // yielded: rejoins ready_ after timers and completions
+  run_queue staged_;    // spawned here, not yet in `fresh` (see publish_staged)
+  void publish_staged() noexcept;
   inbox inbox_;
   timer_wheel wheel_;
   std::int64_t min_wake_gap_;  // a quarter tick: see sleep()

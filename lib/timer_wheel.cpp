@@ -9,6 +9,7 @@
 #include "timer_wheel.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <stdexcept>
 #include <string>
 
@@ -40,6 +41,10 @@ timer_wheel::timer_wheel(std::chrono::nanoseconds tick, std::int64_t now_ns)
   level0_min_.fill(kNever);
   for (auto& level : slots_)
     for (auto& head : level) init_head(head);
+  for (auto& slot : level1_)
+    for (auto& head : slot) init_head(head);
+  for (auto& slot : level1_min_)
+    for (auto& m : slot) m = kNever;
   init_head(pending_);
   init_head(expired_);
 }
@@ -54,6 +59,8 @@ timer_wheel::~timer_wheel() {
   };
   for (auto& level : slots_)
     for (auto& head : level) disarm_all(head);
+  for (auto& slot : level1_)
+    for (auto& head : slot) disarm_all(head);
   disarm_all(pending_);
   disarm_all(expired_);
 }
@@ -164,8 +171,27 @@ void timer_wheel::collect(std::int64_t now_ns) noexcept {
     }
 
     pos_ = start;  // keeps I2 for every other node: start is the earliest slot
-    timer_link* chain = detach(head);
     occupied_[level] &= ~(std::uint64_t{1} << slot);
+    if (level == 1) {
+      // Seen from P = start, a node of sub-list d is at level 0, slot d; level
+      // 0 is empty (this slot is the earliest), so each sub-list becomes a
+      // level-0 slot as it is, in arming order.
+      for (std::uint64_t subs = std::exchange(level1_sub_[slot], 0); subs != 0; subs &= subs - 1) {
+        const unsigned digit = static_cast<unsigned>(std::countr_zero(subs));
+        timer_link& from = level1_[slot][digit];
+        timer_link& to = slots_[0][digit];
+        assert(list_empty(to));
+        to.next = from.next;
+        to.prev = from.prev;
+        to.next->prev = &to;
+        to.prev->next = &to;
+        init_head(from);
+        occupied_[0] |= std::uint64_t{1} << digit;
+        level0_min_[digit] = std::exchange(level1_min_[slot][digit], kNever);
+      }
+      continue;
+    }
+    timer_link* chain = detach(head);
     if (level == 0) {
       level0_min_[slot] = kNever;
       for (timer_link* l = chain; l != nullptr;) {

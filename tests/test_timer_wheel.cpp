@@ -213,6 +213,53 @@ TEST_CASE("equal deadlines fire in arming order after a cascade from level 1") {
   CHECK(advance(w, nodes, 201) == ids{0, 1, 2, 3, 4});
 }
 
+TEST_CASE("a level-1 slot cascades whole sub-lists: each node lands on its tick, in (deadline, arming) order") {
+  // tick 1 ns; level-1 slot 3 holds ticks 192..255. Shuffled deadlines, some
+  // equal, some removed before the cascade.
+  std::vector<timer_node> nodes(2000);
+  timer_wheel w(1ns, 0);
+  std::mt19937 gen(7);
+  std::uniform_int_distribution<std::int64_t> in_slot(193, 255);
+  std::multimap<std::pair<std::int64_t, std::size_t>, std::size_t> expected;
+  for (std::size_t i = 0; i < nodes.size(); ++i) w.insert(&nodes[i], in_slot(gen));
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (i % 7 == 3) w.remove(&nodes[i]);
+    else expected.emplace(std::pair{nodes[i].deadline, i}, i);
+  }
+  CHECK(w.next_expiry() == 192);  // the cascade is the next thing to do
+  CHECK(advance(w, nodes, 191).empty());
+  CHECK(w.size() == expected.size());
+  // After the splice, level 0 knows its earliest deadline exactly.
+  const std::int64_t first = expected.begin()->first.first;
+  CHECK(w.next_expiry() == first);
+  CHECK(w.next_deadline_hint() == first);
+  ids fired;
+  for (std::int64_t t = 192; t <= 255; ++t) {
+    for (std::size_t id : advance(w, nodes, t)) {
+      CHECK(nodes[id].deadline == t);
+      fired.push_back(id);
+    }
+  }
+  ids want;
+  for (auto& [key, id] : expected) want.push_back(id);
+  CHECK(fired == want);
+  CHECK(w.empty());
+}
+
+TEST_CASE("a level-1 slot stays occupied until the last of its sub-lists empties") {
+  std::vector<timer_node> nodes(2);
+  timer_wheel w(1ns, 0);
+  w.insert(&nodes[0], 200);  // level 1, slot 3, digit 8
+  w.insert(&nodes[1], 250);  // level 1, slot 3, digit 58
+  w.remove(&nodes[0]);
+  CHECK(w.next_expiry() == 192);
+  w.insert(&nodes[0], 300);  // level 1, slot 4
+  w.remove(&nodes[1]);
+  CHECK(w.next_expiry() == 256);
+  w.remove(&nodes[0]);
+  CHECK(w.next_expiry() == std::nullopt);
+}
+
 TEST_CASE("equal deadlines fire in arming order after a cascade from level 2") {
   constexpr std::int64_t d = 3 * 4096 + 5 * 64 + 7;  // digits (3, 5, 7)
   std::vector<timer_node> nodes(8);

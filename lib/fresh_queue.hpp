@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <algorithm>
 #include <cstddef>
 #include <mutex>
 
@@ -33,18 +34,28 @@ class fresh_queue {
     size_.store(list_.size());  // seq_cst: as in push
   }
 
-  // Moves up to `max` of the oldest nodes into `out`; returns how many.
+  // Moves up to `max` of the oldest nodes into `out`; returns how many. The
+  // walk over the nodes (a cache miss each: another thread wrote them) runs
+  // outside the lock: take the whole list, keep `max`, put the rest back in
+  // front. Holding the lock across the walk made a busy spawner wait for the
+  // thief, and sometimes sleep in the kernel (measured in W1).
   std::size_t take(run_queue& out, std::size_t max) noexcept {
     if (size_.load(std::memory_order_relaxed) == 0) return 0;
-    std::lock_guard<brief_spin_mutex> g(mu_);
-    std::size_t n = 0;
-    while (n < max) {
-      sched_node* c = list_.pop();
-      if (!c) break;
-      out.push(c);
-      ++n;
+    run_queue all;
+    {
+      std::lock_guard<brief_spin_mutex> g(mu_);
+      all.push_all(list_);
+      // Not zero while we hold the rest: a loop deciding whether to sleep
+      // must still see that work exists (it is back within a moment).
+      if (all.size() <= max) size_.store(0);
     }
-    size_.store(list_.size());
+    const std::size_t n = std::min(max, all.size());
+    all.move_front_to(out, n);
+    if (!all.empty()) {
+      std::lock_guard<brief_spin_mutex> g(mu_);
+      list_.push_front_all(all);
+      size_.store(list_.size());  // seq_cst: as in push
+    }
     return n;
   }
 

@@ -48,6 +48,24 @@ class run_queue {
     }
     return n;
   }
+  // Moves every node of `from` to the front of this queue, keeping its order.
+  void push_front_all(run_queue& from) noexcept {
+    if (from.empty()) return;
+    from.tail_->next = head_;
+    if (!head_) tail_ = from.tail_;
+    head_ = from.head_;
+    size_ += from.size_;
+    from.head_ = from.tail_ = nullptr;
+    from.size_ = 0;
+  }
+  // Moves the first min(n, size()) nodes to the back of `out`; walks them.
+  void move_front_to(run_queue& out, std::size_t n) noexcept {
+    while (n-- > 0) {
+      sched_node* x = pop();
+      if (!x) return;
+      out.push(x);
+    }
+  }
 
  private:
   sched_node* head_ = nullptr;

@@ -146,6 +146,16 @@ struct join_cell final : pooled {
 
   // The handle lets go; the task keeps running.
   void detach() noexcept {
+    if (joined) {
+      // The join took the outcome, so the task finished and nothing is left
+      // to report; and once the strand is gone (it cannot come back, and no
+      // pin outlives it) this handle is the only owner: no RMW needed.
+      // acquire: pairs with strand_gone's release, before we free the cell.
+      if (life.load(std::memory_order_acquire) == handle_ref ||
+          life.fetch_sub(handle_ref, std::memory_order_acq_rel) == handle_ref)
+        destroy();
+      return;
+    }
     // acq_rel: if the task already finished, we must see its outcome (acquire).
     std::uintptr_t prev = joiner.exchange(detached, std::memory_order_acq_rel);
     if (prev == ready && !joined && result.error && !is_cancellation(result.error))

@@ -142,6 +142,13 @@ void start_on_current_loop(task_context* ctx) {
   l->push_fresh(ctx);
 }
 
+void start_node_local(sched_node* n) {
+  loop* l = this_thread().current_loop;
+  if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
+  l->count_spawn();
+  l->push_local(n);
+}
+
 void start_local(task_context* ctx) {
   loop* l = this_thread().current_loop;
   if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
@@ -158,7 +165,9 @@ runtime_impl* resolve_runtime(runtime_impl* rt) {
   return &l->rt;
 }
 
-void spawn_context(runtime_impl* rt, task_context* ctx) { rt->spawn(ctx); }
+void spawn_node(runtime_impl* rt, sched_node* n) { rt->spawn(n); }
+
+void count_unclaimed_end() noexcept { this_thread().current_loop->count_completion(); }
 
 error_sink* error_sink_of(runtime_impl* rt) noexcept { return rt->errors.p; }
 

@@ -19,7 +19,7 @@ namespace weft::detail {
 
 class fresh_queue {
  public:
-  void push(task_context* c) noexcept {
+  void push(sched_node* c) noexcept {
     std::lock_guard<brief_spin_mutex> g(mu_);
     list_.push(c);
     // seq_cst: part of the sleep handshake — a loop that published "sleeping"

@@ -105,7 +105,7 @@ void loop::flush_kicks() noexcept {
   }
 }
 
-void loop::push_fresh(task_context* c) noexcept {
+void loop::push_fresh(sched_node* c) noexcept {
   if (this_thread().current_loop == this) {
     staged_.push(c);
     if (staged_.size() >= stage_batch) publish_staged();

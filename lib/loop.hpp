@@ -38,9 +38,6 @@ class runtime_impl;
 
 struct scheduled_job;
 
-// sched_node::run of a context that has never run: makes the running loop its
-// home, then runs it, or drops it unrun when it was cancelled first.
-void claim_context(sched_node* n) noexcept;
 // Disarms and releases the scheduled jobs still armed on l (at shutdown).
 void drop_scheduled_jobs(loop& l) noexcept;
 
@@ -56,7 +53,7 @@ class loop {
 
   // Any thread.
   void post(sched_node* n) noexcept;
-  void push_fresh(task_context* c) noexcept;
+  void push_fresh(sched_node* c) noexcept;
   void kick() noexcept;                 // wake the loop if it is asleep, now
   // Like kick(), but from another loop of the same runtime it is deferred to
   // the end of that loop's current batch, so a burst of messages to one

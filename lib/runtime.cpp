@@ -54,8 +54,7 @@ runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked
 
 runtime_impl::~runtime_impl() { shutdown(); }
 
-void runtime_impl::spawn(task_context* ctx) {
-  ctx->run = &claim_context;
+void runtime_impl::spawn(sched_node* ctx) {
   loop* cur = this_thread().current_loop;
   if (cur != nullptr && &cur->rt == this) {
     if (stopping.load(std::memory_order_relaxed))

@@ -27,7 +27,7 @@ class runtime_impl {
   runtime_impl(runtime& pub, runtime_options opts);
   ~runtime_impl();
 
-  void spawn(task_context* ctx);           // any thread
+  void spawn(sched_node* n);               // any thread; n->run claims it
   void wake_idle_peer(loop* from) noexcept;
   std::size_t steal_into(loop& thief, run_queue& out, std::size_t max) noexcept;
   bool any_fresh_work() const noexcept;

@@ -82,7 +82,7 @@ void start_run(timer_node* n) noexcept {
   }
   j->at = scheduled_job::phase::running;
   join_cell<void>* s = make_spawn(run_job(j), j->rt->errors.p);
-  start_local(s->ctx);  // cannot throw on the loop thread
+  start_node_local(&s->u.link);  // cannot throw on the loop thread
   s->detach();
 }
 

@@ -71,4 +71,15 @@ bool finishes_cancelled(weft::join_handle<T>& h) {
   return false;
 }
 
+// Awaits h from a task; true when the task ended with weft::cancelled.
+template <class T>
+weft::task<bool> ends_cancelled(weft::join_handle<T>& h) {
+  try {
+    co_await h;
+  } catch (const weft::cancelled&) {
+    co_return true;
+  }
+  co_return false;
+}
+
 }  // namespace test

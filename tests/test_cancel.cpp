@@ -194,3 +194,22 @@ TEST_CASE("a join_handle dropped as its task ends frees the task exactly once") 
   }
   CHECK(counted::alive() == 0);
 }
+
+TEST_CASE("a spawned task cancelled or detached while still queued frees its frame and captures exactly once") {
+  // Until a loop claims it, a spawned task is only its frame and join cell
+  // waiting in a queue; a cancel or a dropped handle there must still end it
+  // exactly once.
+  counted::reset();
+  {
+    runtime rt(loops(1));
+    rt.block_on([]() -> task<void> {
+      auto cancelled_one = spawn([](counted c) -> task<int> { co_return c.id; }(counted{}));
+      auto dropped_one = spawn([](counted c) -> task<int> { co_return c.id; }(counted{}));
+      cancelled_one.cancel();  // still queued: this loop is busy running us
+      dropped_one = {};
+      CHECK(co_await test::ends_cancelled(cancelled_one));
+    }());
+    CHECK(eventually([&] { return rt.stats().live_tasks == 0; }));
+  }
+  CHECK(counted::alive() == 0);
+}

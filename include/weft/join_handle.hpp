@@ -1,11 +1,13 @@
 // weft/join_handle.hpp — spawn() and the handle that joins or cancels a spawned task.
 //
 // A spawned task is three pooled blocks (detail/block_pool.hpp): its root
-// frame and its context (spawned_context), both freed as soon as the task
-// finishes and quiesces, and a small join_cell holding the outcome, shared by
-// the strand and the join_handle and freed when both have let go. So a
-// million finished, unjoined tasks cost a million cells (48 bytes for an
-// integer result), not a million frames.
+// frame; a small join_cell, which waits in the loops' queues until a loop
+// claims the task and then holds its outcome, shared by the strand and the
+// join_handle and freed when both have let go; and its context
+// (spawned_context), which the claiming loop builds from its own pool and
+// frees as soon as the task quiesces. So a million queued tasks cost a
+// million frames and cells, and a million finished, unjoined ones a million
+// cells (48 bytes for an integer result).
 //
 // The `joiner` word is the rendezvous between the finishing task (on its home
 // loop) and whoever joins it (any loop, or a plain thread in block_on):
@@ -45,48 +47,87 @@ struct join_waiter {
 // loop thread without a runtime.
 runtime_impl* resolve_runtime(runtime_impl* rt);
 error_sink* error_sink_of(runtime_impl* rt) noexcept;
-// Queue a spawned context on rt; rejected_execution once rt is shutting down.
-void spawn_context(runtime_impl* rt, task_context* ctx);
+// Queue a spawned task's node on rt (its run claims it on the loop that pops
+// it); rejected_execution once rt is shutting down.
+void spawn_node(runtime_impl* rt, sched_node* n);
+// Counts, on the current loop, the end of a spawned task that never got a
+// context (join_cell::claim out of memory).
+void count_unclaimed_end() noexcept;
 
 template <class T>
 struct spawned_context;
 
 // What a join_handle points at: the outcome of a spawned task and the
-// rendezvous of its finish with its join. It outlives the task's context
-// (freed once the strand quiesces) for as long as the handle holds it.
+// rendezvous of its finish with its join. Until a loop claims the task it is
+// also what waits in the loop's queue (`link`, with the root frame in
+// `root`); the claiming loop then builds the task's context (spawned_context)
+// from its own pool, so a queued task costs its frame and this cell, and a
+// context never crosses cores. The context is freed once the strand
+// quiesces; the cell lives on for as long as the handle holds it.
 template <class T>
 struct join_cell final : pooled {
   static constexpr std::uintptr_t ready = 1;
   static constexpr std::uintptr_t detached = 2;
-  // `life`: who keeps what alive.
-  //   handle_ref  the join_handle exists (keeps the cell)
-  //   strand_ref  the context has not quiesced: `ctx` is valid (keeps the cell)
-  //   k * pin     k cancel() calls are reading `ctx`; pins are taken only
-  //               while strand_ref is set, and the last of them to let go
-  //               after the strand left frees the context
+  // `life`: who keeps what alive, and the claim.
+  //   handle_ref    the join_handle exists (keeps the cell)
+  //   strand_ref    the task has not quiesced (keeps the cell)
+  //   claimed       a loop built the context: `ctx` is valid while strand_ref is set
+  //   cancel_early  cancel() came before the claim; the claim drops the task unrun
+  //   k * pin       k cancel() calls are reading `ctx`; pins are taken only
+  //                 while claimed and strand_ref are set, and the last of them
+  //                 to let go after the strand left frees the context
   static constexpr std::uint32_t handle_ref = 1;
   static constexpr std::uint32_t strand_ref = 2;
-  static constexpr std::uint32_t pin = 4;
+  static constexpr std::uint32_t claimed = 4;
+  static constexpr std::uint32_t cancel_early = 8;
+  static constexpr std::uint32_t pin = 16;
+  static constexpr std::uint32_t owners = handle_ref | strand_ref;
 
+  // First, so a queued sched_node* is the cell's address (standard layout).
+  // Before the claim: the queue link; from the claim on: the outcome.
+  union storage {
+    sched_node link;
+    task_outcome<T> result;
+    storage() noexcept : link() {}
+    ~storage() {}
+  } u;
   std::atomic<std::uintptr_t> joiner{0};
   std::atomic<std::uint32_t> life{handle_ref | strand_ref};
   bool owns_sink_ref = false;
   bool joined = false;  // the outcome was taken by a join (joining side only)
-  task_outcome<T> result;
-  spawned_context<T>* ctx = nullptr;
+  union {
+    void* root;                  // before the claim: the root frame's address
+    spawned_context<T>* ctx;     // from the claim on
+  };
   // Whose on_error hears of an unobserved exception. Borrowed from the
   // runtime (alive until this task finishes); a reference is taken only when
   // the task fails while its handle still exists.
   error_sink* sink = nullptr;
 
-  // The task finished; its outcome is in `result` (home loop).
+  join_cell(std::coroutine_handle<> r, error_sink* s) noexcept : root(r.address()), sink(s) {
+    u.link.run = &claim;
+  }
+  // The outcome exists from the claim on (discard() makes one for a task
+  // that never got that far).
+  ~join_cell() { u.result.~task_outcome<T>(); }
+  join_cell(const join_cell&) = delete;
+  join_cell& operator=(const join_cell&) = delete;
+
+  task_outcome<T>& result() noexcept { return u.result; }
+
+  // sched_node::run while queued: the claiming loop builds the context and
+  // hands it to claim_context, which runs it, or drops it unrun if it was
+  // cancelled first or the runtime is stopping.
+  static void claim(sched_node* n) noexcept;
+
+  // The task finished; its outcome is in result() (home loop).
   void outcome_ready() noexcept {
     // acq_rel: publishes the outcome to the joiner (release) and, when the
     // handle is already gone, sees everything it did before letting go (acquire).
     std::uintptr_t prev = joiner.exchange(ready, std::memory_order_acq_rel);
-    if (result.error) {
+    if (result().error) {
       if (prev == detached) {
-        if (!is_cancellation(result.error)) sink->report(result.error);
+        if (!is_cancellation(result().error)) sink->report(result().error);
       } else {
         sink->add_ref();  // the handle may outlive the runtime
         owns_sink_ref = true;
@@ -98,22 +139,31 @@ struct join_cell final : pooled {
     }
   }
 
-  // The context quiesced (home loop): it is freed here unless a cancel() is
-  // still reading it. Nothing of the cell may be read after the fetch_sub
-  // unless it says we are the last owner: the handle may free it meanwhile.
+  // The task quiesced (home loop): its context (if any) is freed here unless
+  // a cancel() is still reading it. Nothing of the cell may be read after the
+  // fetch_sub unless it says we are the last owner: the handle may free it.
   void strand_gone(spawned_context<T>* self) noexcept {
     // acq_rel: whoever frees the context or the cell sees the other's use.
     std::uint32_t prev = life.fetch_sub(strand_ref, std::memory_order_acq_rel);
-    if (prev < pin) delete self;
-    if (prev == strand_ref) destroy();  // with pins, the handle is still there
+    if (prev / pin == 0) delete self;
+    if (!(prev & handle_ref)) destroy();  // with pins, the handle is still there
   }
 
   void cancel() noexcept {
-    // acquire: a pin taken while strand_ref is set keeps `ctx` valid for us.
+    // acquire: a pin taken while claimed and strand_ref are set keeps `ctx`
+    // valid for us (the claim published it with release).
     std::uint32_t cur = life.load(std::memory_order_acquire);
-    do {
+    for (;;) {
       if (!(cur & strand_ref)) return;  // finished and quiesced: nothing to stop
-    } while (!life.compare_exchange_weak(cur, cur + pin, std::memory_order_acquire, std::memory_order_acquire));
+      if (!(cur & claimed)) {
+        if (cur & cancel_early) return;
+        // acq_rel: the claim that sees cancel_early must also see our caller's writes.
+        if (life.compare_exchange_weak(cur, cur | cancel_early, std::memory_order_acq_rel, std::memory_order_acquire))
+          return;
+        continue;
+      }
+      if (life.compare_exchange_weak(cur, cur + pin, std::memory_order_acquire, std::memory_order_acquire)) break;
+    }
     request_cancel(ctx);
     // acq_rel: the last reader frees the context after every reader's use.
     std::uint32_t prev = life.fetch_sub(pin, std::memory_order_acq_rel);
@@ -141,7 +191,7 @@ struct join_cell final : pooled {
   decltype(auto) take() {
     if (joined) throw std::logic_error("weft: join_handle already joined; its result was taken");
     joined = true;
-    return result.take();
+    return result().take();
   }
 
   // The handle lets go; the task keeps running.
@@ -151,17 +201,25 @@ struct join_cell final : pooled {
       // to report; and once the strand is gone (it cannot come back, and no
       // pin outlives it) this handle is the only owner: no RMW needed.
       // acquire: pairs with strand_gone's release, before we free the cell.
-      if (life.load(std::memory_order_acquire) == handle_ref ||
-          life.fetch_sub(handle_ref, std::memory_order_acq_rel) == handle_ref)
+      if ((life.load(std::memory_order_acquire) & ~(claimed | cancel_early)) == handle_ref ||
+          (life.fetch_sub(handle_ref, std::memory_order_acq_rel) & ~(claimed | cancel_early)) == handle_ref)
         destroy();
       return;
     }
     // acq_rel: if the task already finished, we must see its outcome (acquire).
     std::uintptr_t prev = joiner.exchange(detached, std::memory_order_acq_rel);
-    if (prev == ready && !joined && result.error && !is_cancellation(result.error))
-      sink->report(result.error);
+    if (prev == ready && !joined && result().error && !is_cancellation(result().error))
+      sink->report(result().error);
     // acq_rel: as in strand_gone.
-    if (life.fetch_sub(handle_ref, std::memory_order_acq_rel) == handle_ref) destroy();
+    if ((life.fetch_sub(handle_ref, std::memory_order_acq_rel) & ~(claimed | cancel_early)) == handle_ref) destroy();
+  }
+
+  // Undo the spawn of a cell never queued (the runtime refused it): the
+  // frame dies unrun.
+  void discard() noexcept {
+    std::coroutine_handle<>::from_address(root).destroy();
+    ::new (static_cast<void*>(&u.result)) task_outcome<T>();
+    delete this;
   }
 
  private:
@@ -171,14 +229,16 @@ struct join_cell final : pooled {
   }
 };
 
-// The running side of a spawned task: its context and root frame, freed as
-// soon as it quiesces (the outcome went to the cell).
+// The running side of a spawned task: its context and root frame, built by
+// the loop that claims it and freed as soon as it quiesces (the outcome went
+// to the cell).
 template <class T>
 struct spawned_context final : root_holder<T>, pooled {
   join_cell<T>* cell;
 
-  spawned_context(task<T>&& t, join_cell<T>* c) noexcept : root_holder<T>(std::move(t)), cell(c) {
-    this->out = &c->result;
+  spawned_context(std::coroutine_handle<task_promise<T>> root, join_cell<T>* c) noexcept
+      : root_holder<T>(root), cell(c) {
+    this->out = &c->result();
     this->on_outcome = [](root_holder<T>* x) noexcept { static_cast<spawned_context*>(x)->cell->outcome_ready(); };
     this->quiesced = [](task_context* x) noexcept {
       auto* self = static_cast<spawned_context*>(x);
@@ -187,25 +247,37 @@ struct spawned_context final : root_holder<T>, pooled {
   }
 };
 
-// A cell and its context for t, linked; the context is not queued yet. The
-// caller either queues cell->ctx or, if that fails, calls discard().
+template <class T>
+void join_cell<T>::claim(sched_node* n) noexcept {
+  // The link is the cell's first member, so n is the cell's address.
+  auto* cell = reinterpret_cast<join_cell*>(n);
+  auto root = std::coroutine_handle<task_promise<T>>::from_address(cell->root);
+  ::new (static_cast<void*>(&cell->u.result)) task_outcome<T>();  // the link is done with
+  spawned_context<T>* x;
+  try {
+    x = new spawned_context<T>(root, cell);
+  } catch (...) {
+    // No memory for the context: the task ends unrun with that error.
+    root.destroy();
+    cell->result().error = std::current_exception();
+    cell->outcome_ready();
+    count_unclaimed_end();
+    cell->strand_gone(nullptr);
+    return;
+  }
+  cell->ctx = x;
+  // acq_rel: publishes ctx to cancellers (release); sees an early cancel (acquire).
+  if (cell->life.fetch_or(claimed, std::memory_order_acq_rel) & cancel_early)
+    x->flags.store(task_context::cancel_bit, std::memory_order_relaxed);  // nobody else sees x yet
+  claim_context(x);
+}
+
+// A cell for t, not queued yet. The caller queues &cell->u.link or, if that
+// fails, calls discard().
 template <class T>
 join_cell<T>* make_spawn(task<T>&& t, error_sink* sink) {
-  auto* cell = new join_cell<T>;
-  try {
-    cell->ctx = new spawned_context<T>(std::move(t), cell);
-  } catch (...) {
-    delete cell;
-    throw;
-  }
-  cell->sink = sink;
+  auto* cell = new join_cell<T>(t.release(), sink);  // t keeps its frame if this throws
   return cell;
-}
-// Undo make_spawn for a context that was never queued: the frame dies unrun.
-template <class T>
-void discard(join_cell<T>* cell) noexcept {
-  delete cell->ctx;
-  delete cell;
 }
 
 // A plain thread waiting for a spawned task (runtime::block_on).
@@ -312,9 +384,9 @@ join_handle<T> spawn_on(runtime_impl* rt, task<T>&& t) {
   rt = resolve_runtime(rt);
   join_cell<T>* s = make_spawn(std::move(t), error_sink_of(rt));
   try {
-    spawn_context(rt, s->ctx);
+    spawn_node(rt, &s->u.link);
   } catch (...) {
-    discard(s);  // never queued: the frame dies with it, unrun
+    s->discard();  // never queued: the frame dies with it, unrun
     throw;
   }
   return join_handle<T>(s);

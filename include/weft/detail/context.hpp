@@ -137,12 +137,19 @@ void defer(task_context* ctx) noexcept;
 // Ask ctx to stop. Any thread, any number of times; delivered on its home loop.
 void request_cancel(task_context* ctx) noexcept;
 
+// sched_node::run of a context that has never run: makes the running loop its
+// home, then runs it, or drops it unrun when it was cancelled first.
+void claim_context(sched_node* n) noexcept;
+
 // Queue a never-run context on the current loop, where an idle loop may
 // steal it (when_all's children). std::logic_error off a loop thread.
 void start_on_current_loop(task_context* ctx);
 // Queue a never-run context to run on the current loop and nowhere else
 // (timeout's child, which shares the loop's timer with its parent).
 void start_local(task_context* ctx);
+// Queue a node whose run starts a task (a spawned task's join cell) on the
+// current loop and nowhere else (a scheduled job's run).
+void start_node_local(sched_node* n);
 
 // Where exceptions nobody will observe go (a detached task, a periodic job):
 // runtime_options::on_error, or stderr. Shared by the runtime and by any join

@@ -92,8 +92,9 @@ struct root_holder : task_context {
   task_outcome<T>* out = nullptr;
 
   // Precondition: t holds a coroutine (callers reject an empty task first).
-  explicit root_holder(task<T>&& t) noexcept {
-    auto root = t.release();
+  explicit root_holder(task<T>&& t) noexcept : root_holder(t.release()) {}
+  // Takes ownership of a root frame released from its task.
+  explicit root_holder(std::coroutine_handle<task_promise<T>> root) noexcept {
     root.promise().root_of = this;
     resume_point = root;
     finished = &on_finished;

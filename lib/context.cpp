@@ -97,6 +97,16 @@ void claim_context(sched_node* n) noexcept {
 
 void finish_root(task_context* ctx) noexcept { finish_context(ctx, true); }
 
+void throw_cancelled() {
+  if (loop* l = this_thread().current_loop) std::rethrow_exception(l->cancelled_exception);
+  throw cancelled{};
+}
+
+std::exception_ptr cancelled_outcome() noexcept {
+  if (loop* l = this_thread().current_loop) return l->cancelled_exception;
+  return std::make_exception_ptr(cancelled{});
+}
+
 bool is_cancelled(const task_context* ctx) noexcept {
   if (ctx->flags.load(std::memory_order_acquire) & task_context::cancel_bit) return true;
   return ctx->home != nullptr && ctx->home->stopping();

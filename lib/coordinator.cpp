@@ -137,16 +137,16 @@ bool coord_ticket::await_suspend(std::coroutine_handle<> h) {
 }
 
 void coord_ticket::await_resume() {
-  if (cancelled_first_) throw cancelled{};
+  if (cancelled_first_) detail::throw_cancelled();
   if (phase_ == phase::outside)
     throw too_many_tasks(refused_at_, static_cast<std::size_t>(state_->limit), state_->name);
-  if (phase_ == phase::withdrawn) throw cancelled{};
+  if (phase_ == phase::withdrawn) detail::throw_cancelled();
   // Granted. If the caller was cancelled while it waited (the grant won the
   // race with the cancel delivery, or came just before it), the job must not
   // start: its slot goes to the next waiter instead.
   if (is_cancelled(ctx_)) {
     leave_unrun();
-    throw cancelled{};
+    detail::throw_cancelled();
   }
 }
 

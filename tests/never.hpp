@@ -30,5 +30,5 @@ struct never : weft::detail::cancel_hook {
     ++parked;
     return true;
   }
-  void await_resume() const { throw weft::cancelled{}; }
+  void await_resume() const { weft::detail::throw_cancelled(); }
 };

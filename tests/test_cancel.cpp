@@ -213,3 +213,28 @@ TEST_CASE("a spawned task cancelled or detached while still queued frees its fra
   }
   CHECK(counted::alive() == 0);
 }
+
+TEST_CASE("tasks cancelled on one loop share one cancelled exception object instead of a copy each") {
+  // A million cancelled tasks waiting to be joined would otherwise hold a
+  // million exception objects (W3: 480 MB of RSS before, 280 MB after).
+  runtime rt(loops(1));
+  rt.block_on([]() -> task<void> {
+    auto a = spawn([]() -> task<void> { co_await never{}; }());
+    auto b = spawn([]() -> task<void> { co_await never{}; }());
+    co_await yield();  // both start and park
+    a.cancel();
+    b.cancel();
+    const void* seen[2] = {};
+    int i = 0;
+    for (auto* h : {&a, &b}) {
+      try {
+        co_await *h;
+      } catch (const cancelled& e) {
+        seen[i] = &e;
+      }
+      ++i;
+    }
+    CHECK(seen[0] != nullptr);
+    CHECK(seen[0] == seen[1]);
+  }());
+}

@@ -104,7 +104,7 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
 
   lock_guard await_resume() {
     if (granted_inline) return lock_access::adopt(actor_, fence);
-    if (refused_) throw weft::cancelled{};
+    if (refused_) weft::detail::throw_cancelled();
     if (armed()) disarm_timer(this);  // granted before the deadline
     // acquire: pairs with the claim CAS of whoever ended the wait (the wake
     // already orders it; this keeps the read self-evidently safe).
@@ -117,7 +117,7 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
                            "; this waiter has left the queue. Retry, raise the acquire timeout, or "
                            "hold the lock for less time");
       default:
-        throw weft::cancelled{};
+        weft::detail::throw_cancelled();
     }
   }
 
@@ -208,7 +208,7 @@ struct lease_awaiter : timer_node, cancel_hook {
     return true;
   }
   decltype(auto) await_resume() {
-    if (refused) throw weft::cancelled{};
+    if (refused) weft::detail::throw_cancelled();
     if (expired && !is_cancelled(parent))
       throw lease_expired("weft: the lock holder overran its lease of " + describe_duration(lease) +
                           "; its block was cancelled and has unwound, and the lock moved on. Raise "

@@ -450,7 +450,7 @@ class run_awaiter : job_node, cancel_hook {
   }
 
   R await_resume() {
-    if (cancelled_) throw cancelled();
+    if (cancelled_) detail::throw_cancelled();
     return out_.take();
   }
 

@@ -344,7 +344,7 @@ class join_handle {
       return true;
     }
     decltype(auto) await_resume() {
-      if (cancelled_) throw cancelled{};
+      if (cancelled_) detail::throw_cancelled();
       return s->take();
     }
     static void on_ready(detail::join_waiter* w) noexcept {

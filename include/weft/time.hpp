@@ -64,7 +64,7 @@ struct sleep_awaiter : cancel_hook, timer_node {
   // its timer fired first: the cancel is delivered, and the timer counts as
   // not having fired for it.
   void await_resume() const {
-    if (cancelled_ || is_cancelled(ctx)) throw cancelled{};
+    if (cancelled_ || is_cancelled(ctx)) detail::throw_cancelled();
   }
 };
 
@@ -132,7 +132,7 @@ struct deadline_awaiter : timer_node, cancel_hook {
     return true;
   }
   decltype(auto) await_resume() {
-    if (cancelled_before_start) throw cancelled{};
+    if (cancelled_before_start) detail::throw_cancelled();
     if (fired && child.result.error && is_cancellation(child.result.error) && !is_cancelled(parent))
       throw timed_out();
     return child.result.take();

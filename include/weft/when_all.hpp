@@ -131,7 +131,7 @@ struct all_of_awaiter {
   bool await_ready() const noexcept { return sizeof...(Ts) == 0; }
   bool await_suspend(std::coroutine_handle<> h) { return group.start(h); }
   std::tuple<non_void_t<Ts>...> await_resume() {
-    if (group.cancelled_before_start) throw cancelled{};
+    if (group.cancelled_before_start) detail::throw_cancelled();
     std::size_t failed = group.decided.load(std::memory_order_acquire);
     if (failed != child_group::none) {
       std::rethrow_exception(error_of(failed));
@@ -159,7 +159,7 @@ struct vector_awaiter {
   bool await_ready() const noexcept { return children.empty(); }
   bool await_suspend(std::coroutine_handle<> h) { return group.start(h); }
   void await_resume() const {
-    if (group.cancelled_before_start) throw cancelled{};
+    if (group.cancelled_before_start) detail::throw_cancelled();
   }
 };
 
@@ -194,7 +194,7 @@ task<std::pair<std::size_t, detail::non_void_t<T>>> when_any(std::vector<task<T>
   std::size_t winner = any.group.decided.load(std::memory_order_acquire);
   // Every child finished; if the parent was cancelled they may all have been
   // cancelled before any won: then the parent's cancellation is the outcome.
-  if (winner == detail::child_group::none) throw cancelled{};
+  if (winner == detail::child_group::none) detail::throw_cancelled();
   co_return std::pair<std::size_t, detail::non_void_t<T>>(winner, detail::take_value(*any.children[winner]));
 }
 

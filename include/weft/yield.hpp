@@ -33,7 +33,7 @@ struct yield_awaiter {
     return true;
   }
   void await_resume() const {
-    if (cancelled_ || is_cancelled(ctx)) throw cancelled{};
+    if (cancelled_ || is_cancelled(ctx)) detail::throw_cancelled();
   }
 };
 }  // namespace detail

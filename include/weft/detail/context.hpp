@@ -124,6 +124,12 @@ inline std::coroutine_handle<> transfer(std::coroutine_handle<> next) noexcept {
 // Resume `h` and everything it transfers to, until the chain parks.
 void drive(std::coroutine_handle<> h) noexcept;
 
+// Throws weft::cancelled: the current loop's shared exception object when on
+// a loop (no allocation that outlives the throw), a fresh one otherwise.
+[[noreturn]] void throw_cancelled();
+// The outcome of a task that ended cancelled without running: as above.
+std::exception_ptr cancelled_outcome() noexcept;
+
 // Cancellation requested for this context, or its loop is shutting down.
 bool is_cancelled(const task_context* ctx) noexcept;
 

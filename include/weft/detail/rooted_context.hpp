@@ -112,7 +112,7 @@ struct root_holder : task_context {
     if (ran) {
       self->out->take_from(root.promise());
     } else {
-      self->out->error = std::make_exception_ptr(cancelled{});
+      self->out->error = cancelled_outcome();
     }
     root.destroy();
     if (self->on_outcome) self->on_outcome(self);

@@ -6,9 +6,11 @@
 //
 // Ground rules, which every suspension point in weft follows:
 //  * A context runs on one loop, its `home`, from its first resumption until it
-//    finishes. Only a context that has never run may be stolen by another loop.
-//    So everything a suspended task is parked on (a timer, a lock queue) is
-//    touched by the home loop alone, and `hook` needs no synchronisation.
+//    finishes. Only work that has never run may be stolen by another loop (a
+//    when_all child's context, or a spawned task's join cell, whose context
+//    the claiming loop builds: see join_handle.hpp). So everything a
+//    suspended task is parked on (a timer, a lock queue) is touched by the
+//    home loop alone, and `hook` needs no synchronisation.
 //  * A suspension point, in await_suspend: reads current_context(); if
 //    is_cancelled() it does not suspend and its await_resume throws cancelled;
 //    otherwise it records `resume_point` and `hook`, parks itself, suspends.

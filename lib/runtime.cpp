@@ -32,7 +32,7 @@ elastic_options pool_options(const runtime_options& o, error_sink* sink) {
 }
 }  // namespace
 
-runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked(std::move(o))), errors(new error_sink), pool(pool_options(opts, errors.p)) {
+runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked(std::move(o))), errors(new error_sink), pool(pool_options(opts, errors.p)), gate{new scheduler_gate(this)} {
   errors->on_error = opts.on_error;
   loops.reserve(opts.loops);
   for (unsigned i = 0; i < opts.loops; ++i)
@@ -120,6 +120,7 @@ void runtime_impl::shutdown() {
   // Cancelled tasks unwind on their loops; a millisecond poll is fine for a
   // once-per-runtime wait, and needs no wake-up path from every completion.
   while (live() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate->close();  // a schedule or cancel racing us has posted by now, or never will
   for (auto& l : loops) l->quit();
   for (auto& t : threads_) t.join();
   joined_ = true;

@@ -19,6 +19,7 @@
 #include <weft/runtime.hpp>
 
 #include "loop.hpp"
+#include "scheduler_gate.hpp"
 
 namespace weft::detail {
 
@@ -49,6 +50,12 @@ class runtime_impl {
     operator error_sink*() const noexcept { return p; }
   } errors;
   bounded_elastic pool;
+  // Shared with scheduled jobs, which may outlive the runtime.
+  struct gate_ref {
+    scheduler_gate* p;
+    ~gate_ref() { p->drop_ref(); }
+    scheduler_gate* operator->() const noexcept { return p; }
+  } gate;
 
  private:
   std::vector<std::thread> threads_;

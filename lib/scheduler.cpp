@@ -14,6 +14,9 @@
 #include <weft/time.hpp>
 
 #include "runtime_impl.hpp"
+#include "scheduler_gate.hpp"
+
+#include <new>
 
 namespace weft::detail {
 
@@ -120,23 +123,44 @@ void post_to_scheduler(runtime_impl* rt, sched_node* n) noexcept {
 
 }  // namespace
 
+scheduled_job::~scheduled_job() {
+  if (gate != nullptr) gate->drop_ref();
+}
+
 void schedule_job(runtime_impl* rt, scheduled_job* job) {
-  if (rt->stopping.load()) throw rejected_execution("weft: schedule refused: the runtime is shutting down");
-  auto* m = new job_message;
+  scheduler_gate* g = rt->gate.p;
+  if (rt->stopping.load() || !g->enter())
+    throw rejected_execution("weft: schedule refused: the runtime is shutting down");
+  auto* m = new (std::nothrow) job_message;
+  if (m == nullptr) {
+    g->leave();
+    throw std::bad_alloc();
+  }
+  g->add_ref();
+  job->gate = g;
   m->run = &on_arm_message;
   m->job = job;
   post_to_scheduler(rt, m);
+  g->leave();
 }
 
 void cancel_job(scheduled_job* job) noexcept {
   // acq_rel: the scheduling loop reads the flag with acquire.
   if (job->cancel_requested.exchange(true, std::memory_order_acq_rel)) return;
+  scheduler_gate* g = job->gate;
+  // Closed: the runtime has shut down (or is about to quit its loops) and
+  // has finished every job; there is nobody to tell.
+  if (g == nullptr || !g->enter()) return;
   job_message* m = new (std::nothrow) job_message;
-  if (m == nullptr) return;  // out of memory: the flag alone stops it at its next fire
+  if (m == nullptr) {  // out of memory: the flag alone stops it at its next fire
+    g->leave();
+    return;
+  }
   job->add_ref();
   m->run = &on_cancel_message;
   m->job = job;
-  post_to_scheduler(job->rt, m);
+  post_to_scheduler(g->rt, m);
+  g->leave();
 }
 
 void drop_scheduled_jobs(loop& l) noexcept {

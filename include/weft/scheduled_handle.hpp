@@ -32,6 +32,7 @@ namespace weft {
 namespace detail {
 
 class runtime_impl;
+struct scheduler_gate;
 
 // One run of a scheduled job's callable, type-erased.
 struct scheduled_work {
@@ -67,9 +68,15 @@ struct scheduled_job : timer_node {
   phase at = phase::posted;
   clock::time_point due;
   clock::duration period{};
-  runtime_impl* rt = nullptr;
+  runtime_impl* rt = nullptr;     // used on the scheduling loop only
+  scheduler_gate* gate = nullptr; // how other threads reach it (lib/scheduler_gate.hpp)
   scheduled_job* prev = nullptr;  // the scheduling loop's list of jobs not done
   scheduled_job* next = nullptr;
+
+  scheduled_job() = default;
+  scheduled_job(const scheduled_job&) = delete;
+  scheduled_job& operator=(const scheduled_job&) = delete;
+  ~scheduled_job();  // lets go of the gate
 
   void add_ref() noexcept {
     // relaxed: always taken by a holder of another reference.

@@ -157,9 +157,9 @@ struct occupancy {
   void leave() { --inside; }
 };
 
-// A caller whose job waits at `g` inside the coordinator, then returns `v`.
-task<int> gated_call(coordinator& c, gate& g, occupancy& occ, int v) {
-  auto job = [&g, &occ, v]() -> task<int> {
+// A job that counts itself in `occ` while it waits at `g`, then returns `v`.
+auto gated_job(gate& g, occupancy& occ, int v) {
+  return [&g, &occ, v]() -> task<int> {
     occ.enter();
     try {
       co_await g.wait();
@@ -170,7 +170,11 @@ task<int> gated_call(coordinator& c, gate& g, occupancy& occ, int v) {
     occ.leave();
     co_return v;
   };
-  co_return co_await c.execute(std::move(job));
+}
+
+// A caller whose job waits at `g` inside the coordinator, then returns `v`.
+task<int> gated_call(coordinator& c, gate& g, occupancy& occ, int v) {
+  co_return co_await c.execute(gated_job(g, occ, v));
 }
 
 bool settled(const coordinator_stats& s, std::size_t running, std::size_t queued) {
@@ -967,18 +971,7 @@ TEST_CASE("runtime shutdown cancels running and waiting jobs and leaves the coor
 
 namespace {
 task<int> tenant_gated_call(tenants& t, std::string name, gate& g, occupancy& occ, int v) {
-  auto job = [&g, &occ, v]() -> task<int> {
-    occ.enter();
-    try {
-      co_await g.wait();
-    } catch (...) {
-      occ.leave();
-      throw;
-    }
-    occ.leave();
-    co_return v;
-  };
-  co_return co_await t.execute(name, std::move(job));
+  co_return co_await t.execute(name, gated_job(g, occ, v));
 }
 }  // namespace
 

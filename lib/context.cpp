@@ -160,11 +160,8 @@ void start_node_local(sched_node* n) {
 }
 
 void start_local(task_context* ctx) {
-  loop* l = this_thread().current_loop;
-  if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
   ctx->run = &claim_context;
-  l->count_spawn();
-  l->push_local(ctx);
+  start_node_local(ctx);
 }
 
 runtime_impl* resolve_runtime(runtime_impl* rt) {

@@ -7,8 +7,8 @@
 // one looking for a victim, can see work cheaply.
 #pragma once
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 

@@ -32,7 +32,7 @@ elastic_options pool_options(const runtime_options& o, error_sink* sink) {
 }
 }  // namespace
 
-runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked(std::move(o))), errors(new error_sink), pool(pool_options(opts, errors.p)), gate{new scheduler_gate(this)} {
+runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked(std::move(o))), errors{new error_sink}, pool(pool_options(opts, errors.p)), gate{new scheduler_gate(this)} {
   errors->on_error = opts.on_error;
   loops.reserve(opts.loops);
   for (unsigned i = 0; i < opts.loops; ++i)

@@ -41,21 +41,18 @@ class runtime_impl {
   std::vector<std::unique_ptr<loop>> loops;
   std::atomic<unsigned> sleepers{0};
   std::atomic<bool> stopping{false};
-  // Shared with join handles that hold failed outcomes; our reference is
+  // The runtime's reference to something counted that may outlive it;
   // dropped when the runtime goes (or its constructor fails).
-  struct sink_ref {
-    error_sink* p;
-    ~sink_ref() { p->drop_ref(); }
-    error_sink* operator->() const noexcept { return p; }
-    operator error_sink*() const noexcept { return p; }
-  } errors;
+  template <class T>
+  struct shared_ref {
+    T* p;
+    ~shared_ref() { p->drop_ref(); }
+    T* operator->() const noexcept { return p; }
+    operator T*() const noexcept { return p; }
+  };
+  shared_ref<error_sink> errors;  // shared with join handles that hold failed outcomes
   bounded_elastic pool;
-  // Shared with scheduled jobs, which may outlive the runtime.
-  struct gate_ref {
-    scheduler_gate* p;
-    ~gate_ref() { p->drop_ref(); }
-    scheduler_gate* operator->() const noexcept { return p; }
-  } gate;
+  shared_ref<scheduler_gate> gate;  // shared with scheduled jobs
 
  private:
   std::vector<std::thread> threads_;

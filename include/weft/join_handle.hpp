@@ -81,7 +81,8 @@ struct join_cell final : pooled {
   static constexpr std::uint32_t claimed = 4;
   static constexpr std::uint32_t cancel_early = 8;
   static constexpr std::uint32_t pin = 16;
-  static constexpr std::uint32_t owners = handle_ref | strand_ref;
+  // The owners and pins in a value of `life`, without the claim's flags.
+  static constexpr std::uint32_t holders(std::uint32_t v) noexcept { return v & ~(claimed | cancel_early); }
 
   // First, so a queued sched_node* is the cell's address (standard layout).
   // Before the claim: the queue link; from the claim on: the outcome.
@@ -201,8 +202,8 @@ struct join_cell final : pooled {
       // to report; and once the strand is gone (it cannot come back, and no
       // pin outlives it) this handle is the only owner: no RMW needed.
       // acquire: pairs with strand_gone's release, before we free the cell.
-      if ((life.load(std::memory_order_acquire) & ~(claimed | cancel_early)) == handle_ref ||
-          (life.fetch_sub(handle_ref, std::memory_order_acq_rel) & ~(claimed | cancel_early)) == handle_ref)
+      if (holders(life.load(std::memory_order_acquire)) == handle_ref ||
+          holders(life.fetch_sub(handle_ref, std::memory_order_acq_rel)) == handle_ref)
         destroy();
       return;
     }
@@ -211,7 +212,7 @@ struct join_cell final : pooled {
     if (prev == ready && !joined && result().error && !is_cancellation(result().error))
       sink->report(result().error);
     // acq_rel: as in strand_gone.
-    if ((life.fetch_sub(handle_ref, std::memory_order_acq_rel) & ~(claimed | cancel_early)) == handle_ref) destroy();
+    if (holders(life.fetch_sub(handle_ref, std::memory_order_acq_rel)) == handle_ref) destroy();
   }
 
   // Undo the spawn of a cell never queued (the runtime refused it): the
@@ -276,8 +277,7 @@ void join_cell<T>::claim(sched_node* n) noexcept {
 // fails, calls discard().
 template <class T>
 join_cell<T>* make_spawn(task<T>&& t, error_sink* sink) {
-  auto* cell = new join_cell<T>(t.release(), sink);  // t keeps its frame if this throws
-  return cell;
+  return new join_cell<T>(t.release(), sink);  // t keeps its frame if the allocation throws
 }
 
 // A plain thread waiting for a spawned task (runtime::block_on).

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include <weft/errors.hpp>
@@ -69,6 +70,24 @@ bool finishes_cancelled(weft::join_handle<T>& h) {
     return true;
   }
   return false;
+}
+
+// Joins h from a plain thread and says how the task ended: "value",
+// "cancelled", or the error's kind and message.
+template <class T>
+std::string outcome_of(weft::join_handle<T>& h) {
+  try {
+    h.join_blocking();
+    return "value";
+  } catch (const weft::cancelled&) {
+    return "cancelled";
+  } catch (const weft::too_many_tasks& e) {
+    return std::string("too_many_tasks: ") + e.what();
+  } catch (const weft::rejected_execution& e) {
+    return std::string("rejected: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("error: ") + e.what();
+  }
 }
 
 // Awaits h from a task; true when the task ended with weft::cancelled.

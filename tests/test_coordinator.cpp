@@ -32,6 +32,7 @@
 
 using namespace weft;
 using namespace std::chrono_literals;
+using test::outcome_of;
 
 namespace {
 
@@ -62,21 +63,6 @@ coordinator_options limits(std::size_t concurrency, std::size_t queue, std::stri
 struct job_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// Joins from a plain thread and says how the task ended.
-template <class T>
-std::string outcome_of(join_handle<T>& h) {
-  try {
-    h.join_blocking();
-    return "value";
-  } catch (const cancelled&) {
-    return "cancelled";
-  } catch (const too_many_tasks& e) {
-    return std::string("too_many_tasks: ") + e.what();
-  } catch (const std::exception& e) {
-    return std::string("error: ") + e.what();
-  }
-}
 
 // A suspension point the test opens, from any thread. It follows the protocol
 // of weft/detail/context.hpp: a waiter parks with a cancel hook, and exactly

@@ -41,6 +41,7 @@ using test::occupy;
 using test::this_thread_name;
 
 using test::eventually;
+using test::outcome_of;
 
 namespace {
 
@@ -75,21 +76,6 @@ int threads_named(const std::string& prefix) {
     if (name.rfind(prefix, 0) == 0) ++n;
   }
   return n;
-}
-
-// Joins from a plain thread, reporting how the task ended.
-template <class T>
-std::string outcome_of(join_handle<T>& h) {
-  try {
-    h.join_blocking();
-    return "value";
-  } catch (const cancelled&) {
-    return "cancelled";
-  } catch (const rejected_execution& e) {
-    return std::string("rejected: ") + e.what();
-  } catch (const std::exception& e) {
-    return std::string("error: ") + e.what();
-  }
 }
 
 struct custom_error : std::runtime_error {

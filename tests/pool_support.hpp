@@ -26,13 +26,16 @@ class gate {
   std::shared_future<void> f_ = p_.get_future().share();
 };
 
-// Occupies one worker of `pool` until `g` opens; returns once it is running.
-inline void occupy(weft::bounded_elastic& pool, const gate& g) {
-  std::latch started(1);
-  pool.execute([&started, w = g.waiter()] {
-    started.count_down();
-    w();
-  });
+// Occupies `n` workers of `pool` until `g` opens (the jobs are handed over
+// together); returns once all of them are running.
+inline void occupy(weft::bounded_elastic& pool, const gate& g, int n = 1) {
+  std::latch started(n);
+  for (int i = 0; i < n; ++i) {
+    pool.execute([&started, w = g.waiter()] {
+      started.count_down();
+      w();
+    });
+  }
   started.wait();
 }
 

@@ -543,14 +543,7 @@ TEST_CASE("idle workers above core_threads age out after ttl, to zero, and the p
   o.name = "ttl";
   bounded_elastic pool(o);
   gate g;
-  std::latch started(3);
-  for (int i = 0; i < 3; ++i) {
-    pool.execute([&, w = g.waiter()] {
-      started.count_down();
-      w();
-    });
-  }
-  started.wait();
+  occupy(pool, g, 3);
   CHECK(pool.stats().pool_size == 3);
   const auto idle_from = std::chrono::steady_clock::now();
   g.open();
@@ -583,14 +576,7 @@ TEST_CASE("core_threads stay when idle; only the surplus ages out") {
   o.core_threads = 1;
   bounded_elastic pool(o);
   gate g;
-  std::latch started(3);
-  for (int i = 0; i < 3; ++i) {
-    pool.execute([&, w = g.waiter()] {
-      started.count_down();
-      w();
-    });
-  }
-  started.wait();
+  occupy(pool, g, 3);
   g.open();
   REQUIRE(eventually([&] { return pool.stats().pool_size == 1; }));
   std::this_thread::sleep_for(4 * o.ttl);  // several ttls: the core worker must still be there
@@ -627,12 +613,7 @@ TEST_CASE("a job that throws never kills its worker; the exception reaches on_er
 TEST_CASE("a rejected submit leaves every worker's busy count as it was (reactor-core#3182)") {
   bounded_elastic pool(small(1, 1));
   gate g;
-  std::latch started(1);
-  pool.execute([&, w = g.waiter()] {
-    started.count_down();
-    w();
-  });
-  started.wait();
+  occupy(pool, g);
   pool.execute([] {});
   for (int i = 0; i < 5; ++i) CHECK_THROWS_AS(pool.execute([] {}), weft::rejected_execution);
   auto during = pool.stats();
@@ -660,12 +641,7 @@ TEST_CASE("a worker thread that cannot be created loses no job (tokio#8406)") {
   o.fail_thread_start = [&] { return fail.load(); };
   bounded_elastic pool(o);
   gate g;
-  std::latch started(1);
-  pool.execute([&, w = g.waiter()] {
-    started.count_down();
-    w();
-  });
-  started.wait();
+  occupy(pool, g);
   fail = true;
   // No idle worker, room for three more threads, but none can start: the job
   // goes to the worker that exists.

@@ -72,7 +72,8 @@ struct chunk_header {
 };
 static_assert(sizeof(chunk_header) == granule, "blocks after the header stay 16-byte aligned");
 
-constexpr std::size_t class_of(std::size_t bytes) noexcept { return (bytes + granule - 1) / granule - 1; }
+// A zero-byte request gets the smallest class, like any other small one.
+constexpr std::size_t class_of(std::size_t bytes) noexcept { return bytes == 0 ? 0 : (bytes + granule - 1) / granule - 1; }
 constexpr std::size_t class_bytes(std::size_t cls) noexcept { return (cls + 1) * granule; }
 
 }  // namespace
@@ -255,7 +256,7 @@ void pool_flush() noexcept {
 
 void* pool_allocate(std::size_t bytes) {
   if (bytes > pooled_max) return ::operator new(bytes);
-  const std::size_t cls = class_of(bytes == 0 ? 1 : bytes);
+  const std::size_t cls = class_of(bytes);
   block_heap* h = my_heap();
   return h != nullptr ? h->allocate(cls) : allocate_after_exit(cls);
 }
@@ -266,7 +267,7 @@ void pool_deallocate(void* p, std::size_t bytes) noexcept {
     ::operator delete(p, bytes);
     return;
   }
-  const std::size_t cls = class_of(bytes == 0 ? 1 : bytes);
+  const std::size_t cls = class_of(bytes);
   block_heap* owner = owner_of(p);
   block_heap* mine = nullptr;
   try {

@@ -1,13 +1,19 @@
 // lib/context.cpp — the task_context protocol of detail/context.hpp: starting,
-// running, waking, cancelling and finishing contexts on their home loops.
+// running, waking, cancelling, stopping and finishing contexts on their home
+// loops.
 //
 // The flags word settles every race between threads in one atomic:
 //  * claim (home loop) sets started_bit; a cancel that found it unset leaves
-//    the claim to notice cancel_bit and drop the task unrun.
+//    the claim to notice cancel_bit and drop the task unrun (stopped).
 //  * a cancel of a started context sets cancel_bit and delivery_bit in one
 //    CAS and queues the delivery; finishing sets done_bit. Whichever of the
 //    delivery and the finish happens second (both on the home loop) reports
 //    the context quiesced, so its owner never frees it under a delivery.
+//
+// Stopping (stop_strand) is iterative: each frame from `top` outwards is
+// destroyed on its own, after the task object in its parent that owns it is
+// cleared, so a chain of a million nested awaits stops in constant stack and
+// every frame is destroyed exactly once, innermost first.
 #include <cstdio>
 #include <typeinfo>
 
@@ -42,25 +48,46 @@ void drive(std::coroutine_handle<> h) noexcept {
 
 namespace {
 
+void finish_context(task_context* ctx, bool linked, bool stopped) noexcept {
+  loop* home = ctx->home;
+  if (linked) home->unlink_live(ctx);
+  ctx->hook = nullptr;
+  home->count_completion();
+  ctx->finished(ctx, stopped);
+  // acq_rel: a canceller that sees done_bit must also see the outcome.
+  std::uint32_t old = ctx->flags.fetch_or(task_context::done_bit, std::memory_order_acq_rel);
+  if (!(old & task_context::delivery_bit)) ctx->quiesced(ctx);
+}
+
+// The strand is parked and cancelled: destroy its frames innermost first,
+// then finish it as stopped (which destroys the root frame).
+void stop_strand(task_context* ctx) noexcept {
+  promise_base* p = ctx->top;
+  // A frame with a weft parent is owned by a task object in that parent's
+  // frame: clear that owner, so the parent's destruction does not destroy it
+  // again, then destroy it. The loop ends at the root (no parent), or at a
+  // frame awaited by a non-weft coroutine, which the root's destruction
+  // reaches through that coroutine's own objects.
+  while (p != nullptr && p->parent != nullptr) {
+    promise_base* up = p->parent;
+    std::exchange(*p->owner, {}).destroy();
+    p = up;
+  }
+  ctx->top = p;
+  finish_context(ctx, true, true);
+}
+
 void run_context(sched_node* n) noexcept {
   auto* ctx = static_cast<task_context*>(n);
   ctx->hook = nullptr;  // whatever parked it is done with it
   thread_state& ts = this_thread();
   task_context* outer = ts.current;
   ts.current = ctx;
-  drive(ctx->resume_point);  // may finish and free ctx
+  // The one place cancellation takes effect (see context.hpp): a parked
+  // strand that is cancelled by now is stopped rather than resumed.
+  if (is_cancelled(ctx)) stop_strand(ctx);  // frees ctx's frames; may free ctx
+  else drive(ctx->resume_point);            // may finish and free ctx
   ts.current = outer;
-}
-
-void finish_context(task_context* ctx, bool ran) noexcept {
-  loop* home = ctx->home;
-  if (ran) home->unlink_live(ctx);
-  ctx->hook = nullptr;
-  home->count_completion();
-  ctx->finished(ctx, ran);
-  // acq_rel: a canceller that sees done_bit must also see the outcome.
-  std::uint32_t old = ctx->flags.fetch_or(task_context::done_bit, std::memory_order_acq_rel);
-  if (!(old & task_context::delivery_bit)) ctx->quiesced(ctx);
 }
 
 void deliver_cancel(sched_node* n) noexcept {
@@ -70,12 +97,13 @@ void deliver_cancel(sched_node* n) noexcept {
     ctx->quiesced(ctx);  // it finished while this delivery was queued
     return;
   }
+  if (ctx->shield != 0) return;  // inside shielded(): the first point after it stops
   if (cancel_hook* h = ctx->hook) {
     ctx->hook = nullptr;
     h->on_cancel(h);
   }
-  // No hook: the task is queued to run or running; its next suspension point
-  // sees cancel_bit.
+  // No hook: the task is queued to run (its resumption stops it) or running
+  // (its next suspension point does).
 }
 
 }  // namespace
@@ -88,28 +116,30 @@ void claim_context(sched_node* n) noexcept {
   // acq_rel: publishes `home` to cancellers (release); sees a cancel that came first (acquire).
   std::uint32_t old = ctx->flags.fetch_or(task_context::started_bit, std::memory_order_acq_rel);
   if ((old & task_context::cancel_bit) || l->stopping()) {
-    finish_context(ctx, false);
+    finish_context(ctx, false, true);  // dropped unrun: stopped
     return;
   }
   l->link_live(ctx);
-  run_context(ctx);
+  thread_state& ts = this_thread();
+  task_context* outer = ts.current;
+  ts.current = ctx;
+  drive(ctx->resume_point);  // may finish and free ctx
+  ts.current = outer;
 }
 
-void finish_root(task_context* ctx) noexcept { finish_context(ctx, true); }
-
-void throw_cancelled() {
-  if (loop* l = this_thread().current_loop) std::rethrow_exception(l->cancelled_exception);
-  throw cancelled{};
-}
-
-std::exception_ptr cancelled_outcome() noexcept {
-  if (loop* l = this_thread().current_loop) return l->cancelled_exception;
-  return std::make_exception_ptr(cancelled{});
-}
+void finish_root(task_context* ctx) noexcept { finish_context(ctx, true, false); }
 
 bool is_cancelled(const task_context* ctx) noexcept {
+  if (ctx->shield != 0) return false;
   if (ctx->flags.load(std::memory_order_acquire) & task_context::cancel_bit) return true;
   return ctx->home != nullptr && ctx->home->stopping();
+}
+
+bool stop_if_cancelled(task_context* ctx, std::coroutine_handle<> h) noexcept {
+  if (!is_cancelled(ctx)) return false;
+  ctx->resume_point = h;
+  ctx->home->push_local(ctx);  // run_context sees the cancel and stops it
+  return true;
 }
 
 void wake(task_context* ctx) noexcept {

@@ -5,8 +5,10 @@
 //   outside --admit--> granted ------------------------------> (frame ends) leave: hand over, retire
 //           \--admit--> queued --grant (any loop)--> granted --^
 //                              \--cancel hook (home loop)--> withdrawn: retire at once, wake
-// A granted job whose caller was cancelled while it waited hands its slot on
-// without running. See lib/coordinator_state.hpp for the invariants.
+// A cancelled caller stops instead of resuming (detail/context.hpp): a
+// granted job whose caller was cancelled before it resumed hands its slot on
+// without running, as its ticket is destroyed (counted withdrawn, not
+// completed). See lib/coordinator_state.hpp for the invariants.
 #include "coordinator_state.hpp"
 
 #include <cassert>
@@ -129,25 +131,16 @@ bool coord_ticket::await_suspend(std::coroutine_handle<> h) {
         "or use runtime::block_on");
   ctx_ = ctx;
   // A cancelled caller is not admitted: the job never runs and takes no place.
-  if (is_cancelled(ctx)) {
-    cancelled_first_ = true;
-    return false;
-  }
+  if (stop_if_cancelled(ctx, h)) return true;
   return state_->admit(*this, h) == coordinator_state::admission::queued;
 }
 
 void coord_ticket::await_resume() {
-  if (cancelled_first_) detail::throw_cancelled();
   if (phase_ == phase::outside)
     throw too_many_tasks(refused_at_, static_cast<std::size_t>(state_->limit), state_->name);
-  if (phase_ == phase::withdrawn) detail::throw_cancelled();
-  // Granted. If the caller was cancelled while it waited (the grant won the
-  // race with the cancel delivery, or came just before it), the job must not
-  // start: its slot goes to the next waiter instead.
-  if (is_cancelled(ctx_)) {
-    leave_unrun();
-    detail::throw_cancelled();
-  }
+  // Granted (a withdrawn caller was cancelled, and is stopped, never resumed).
+  assert(phase_ == phase::granted);
+  ran_ = true;
 }
 
 void coord_ticket::cancel_while_queued(cancel_hook* h) noexcept {
@@ -155,8 +148,8 @@ void coord_ticket::cancel_while_queued(cancel_hook* h) noexcept {
   coordinator_state* s = self->state_;
   {
     std::lock_guard<std::mutex> g(s->mu);
-    // Already granted: the grant's wake resumes the task, and await_resume
-    // sees the cancellation. One wake per suspension.
+    // Already granted: the grant's wake is the one wake, and the task,
+    // resumed cancelled, stops; its ticket then hands the slot on unrun.
     if (self->phase_ != phase::queued) return;
     s->unlink(self);
     --s->queued;
@@ -167,26 +160,15 @@ void coord_ticket::cancel_while_queued(cancel_hook* h) noexcept {
   wake(self->ctx_);
 }
 
-void coord_ticket::leave_unrun() noexcept {
-  coord_ticket* next;
-  {
-    std::lock_guard<std::mutex> g(state_->mu);
-    next = state_->hand_over(false);
-  }
-  phase_ = phase::withdrawn;
-  if (next) wake(next->ctx_);
-  retire();
-}
-
 void coord_ticket::leave() noexcept {
-  // A task suspended in the queue is never destroyed: weft resumes every
-  // parked task (cancellation at the latest) before its frame can go.
+  // A task suspended in the queue is never destroyed: its cancel hook takes
+  // it out of the queue before it is stopped.
   assert(phase_ != phase::queued && "a coordinator job's frame was destroyed while it waited in the queue");
   if (phase_ == phase::granted) {
     coord_ticket* next;
     {
       std::lock_guard<std::mutex> g(state_->mu);
-      next = state_->hand_over(true);
+      next = state_->hand_over(ran_);  // not ran: stopped between the grant and its resumption
     }
     // Woken before retiring: the next job holds a unit of work in progress,
     // so the state is alive for this wake whatever the owner did meanwhile.

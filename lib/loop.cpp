@@ -56,7 +56,7 @@ std::int64_t now_ns() noexcept {
 
 loop::loop(runtime_impl& r, unsigned i, unsigned ring_entries, std::chrono::nanoseconds tick,
            ring_faults* faults)
-    : rt(r), index(i), cancelled_exception(std::make_exception_ptr(cancelled{})), ring_(ring_entries, faults), wheel_(tick, now_ns()), min_wake_gap_(tick.count() / 4) {
+    : rt(r), index(i), ring_(ring_entries, faults), wheel_(tick, now_ns()), min_wake_gap_(tick.count() / 4) {
   eventfd_ = ::eventfd(0, EFD_CLOEXEC);
   if (eventfd_ < 0) throw std::system_error(errno, std::system_category(), "weft: cannot create the loop's eventfd");
   live_head_.live_next = live_head_.live_prev = &live_head_;

@@ -75,10 +75,6 @@ class loop {
 
   runtime_impl& rt;
   const unsigned index;
-  // The one `cancelled` exception object this loop's tasks throw and keep as
-  // their outcome (see detail::throw_cancelled): a million cancelled tasks
-  // would otherwise hold a million copies of it.
-  const std::exception_ptr cancelled_exception;
   fresh_queue fresh;
   std::atomic<bool> sleeping{false};
   // Written by this loop's thread only, read by stats() and shutdown().

@@ -56,16 +56,28 @@ clock::time_point saturating_add(clock::time_point t, clock::duration d) noexcep
   return t + d;
 }
 
+// Finishes the job if its run is stopped (the runtime shuts down while the
+// run is parked): a stopped run's frame is destroyed without reaching the
+// code after its co_await.
+struct finish_unless_released {
+  scheduled_job* j;
+  ~finish_unless_released() {
+    if (j != nullptr) finish(j);
+  }
+};
+
 task<void> run_job(scheduled_job* j) {
+  finish_unless_released if_stopped{j};
   bool stop = false;
   try {
     co_await j->work->run();
   } catch (const cancelled&) {
-    stop = true;  // the runtime is shutting down
+    stop = true;  // the job threw cancelled itself: it ends, as a stopped task does, without a report
   } catch (...) {
     stop = true;  // a periodic job that throws runs no more
     j->rt->errors->report(std::current_exception());
   }
+  if_stopped.j = nullptr;
   // start_local kept this run on the scheduling loop, where `phase` lives.
   if (stop || j->how == scheduled_job::kind::once || j->cancel_requested.load(std::memory_order_acquire) ||
       scheduling_loop(j->rt).stopping()) {

@@ -28,6 +28,7 @@
 
 #include "counted.hpp"
 #include "never.hpp"
+#include "stop_probe.hpp"
 #include "support.hpp"
 
 using namespace weft;
@@ -323,19 +324,15 @@ TEST_CASE("cancelling a queued job removes it at once: it never runs and its pla
   CHECK(s.withdrawn == 1);
 }
 
-TEST_CASE("cancelling a running coroutine job cancels it at its suspension point and hands its slot on") {
+TEST_CASE("cancelling a running coroutine job stops it at its suspension point and hands its slot on") {
   runtime rt(loops(2));
   coordinator c(limits(1, 5));
   never::parked = 0;
   std::atomic<bool> unwound{false};
   auto stuck = [](coordinator& co, std::atomic<bool>& u) -> task<void> {
     auto job = [&u]() -> task<void> {
-      try {
-        co_await never{};
-      } catch (const cancelled&) {
-        u = true;
-        throw;
-      }
+      test::stop_mark stopped{u};
+      co_await never{};
     };
     co_await co.execute(std::move(job));
   };
@@ -864,9 +861,9 @@ TEST_CASE("cancelling the caller of a running blocking job stops it through its 
           "the slot is freed only after it stopped") {
   runtime rt(loops(2));
   coordinator c(limits(1, 5));
-  std::atomic<bool> started{false}, saw_stop{false}, returned{false};
-  auto caller = [](coordinator& co, std::atomic<bool>& st, std::atomic<bool>& ss,
-                   std::atomic<bool>& ret) -> task<bool> {
+  std::atomic<bool> started{false}, saw_stop{false}, returned{false}, returned_at_stop{false};
+  auto caller = [](coordinator& co, std::atomic<bool>& st, std::atomic<bool>& ss, std::atomic<bool>& ret,
+                   std::atomic<bool>& rs) -> task<void> {
     auto job = [&st, &ss, &ret](std::stop_token tok) {
       st = true;
       const auto end = std::chrono::steady_clock::now() + hang_limit;
@@ -874,14 +871,11 @@ TEST_CASE("cancelling the caller of a running blocking job stops it through its 
       ss = tok.stop_requested();
       ret = true;
     };
-    try {
-      co_await co.execute(std::move(job));
-    } catch (const cancelled&) {
-      co_return ret.load();  // the job had returned before we were told
-    }
-    co_return false;
+    // Stopped, the caller's frame goes only after the job has returned.
+    test::at_exit check{[&ret, &rs] { rs = ret.load(); }};
+    co_await co.execute(std::move(job));
   };
-  auto h = rt.spawn(caller(c, started, saw_stop, returned));
+  auto h = rt.spawn(caller(c, started, saw_stop, returned, returned_at_stop));
   REQUIRE(eventually_within([&] { return started.load(); }));
   occupancy occ;
   gate g;
@@ -889,7 +883,8 @@ TEST_CASE("cancelling the caller of a running blocking job stops it through its 
   auto next = rt.spawn(gated_call(c, g, occ, 5));
   REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 1); }));
   h.cancel();
-  CHECK(h.join_blocking());
+  CHECK_THROWS_AS(h.join_blocking(), cancelled);
+  CHECK(returned_at_stop);
   CHECK(saw_stop);
   CHECK(next.join_blocking() == 5);
   auto s = c.stats();

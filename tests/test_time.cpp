@@ -16,6 +16,7 @@
 
 #include <weft/weft.hpp>
 
+#include "stop_probe.hpp"
 #include "support.hpp"
 
 using namespace weft;
@@ -84,17 +85,14 @@ TEST_CASE("a duration::max() sleep can be cancelled") {
   CHECK_THROWS_AS(u.join_blocking(), cancelled);
 }
 
-TEST_CASE("timeout throws timed_out after the task unwound") {
+TEST_CASE("timeout throws timed_out after the task stopped") {
   runtime rt(loops(2));
   std::atomic<bool> unwound{false};
   const auto t0 = clock::now();
   CHECK_THROWS_AS(rt.block_on(timeout(20ms, [](std::atomic<bool>& u) -> task<int> {
-                    try {
-                      co_await sleep_for(1h);
-                    } catch (const cancelled&) {
-                      u = true;
-                      throw;
-                    }
+                    test::stop_mark stopped{u};
+                    co_await sleep_for(1h);
+                    stopped.pass();
                     co_return 1;
                   }(unwound))),
                   timed_out);

@@ -16,6 +16,7 @@
 
 #include "counted.hpp"
 #include "never.hpp"
+#include "stop_probe.hpp"
 
 using namespace weft;
 using test::eventually;
@@ -32,13 +33,10 @@ task<void> fail_after_yield() {
   co_await yield();
   throw std::runtime_error("child failed");
 }
-task<void> park_counting(std::atomic<int>& cancelled_children) {
-  try {
-    co_await never{};
-  } catch (const cancelled&) {
-    ++cancelled_children;
-    throw;
-  }
+// Parks until cancelled; counts its frame going (it can only stop).
+task<void> park_counting(std::atomic<int>& stopped_children) {
+  test::at_exit stopped{[&stopped_children] { ++stopped_children; }};
+  co_await never{};
 }
 }  // namespace
 

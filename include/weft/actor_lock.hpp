@@ -18,10 +18,11 @@
 //   });
 //
 // acquire is a cancellation point: a waiter that is cancelled or times out
-// leaves the queue at once and is never granted; if the grant got there first
-// the acquire succeeds instead (exactly one of them wins). with() runs its
+// leaves the queue at once and is never granted (a cancelled one stops); if
+// the grant got there first it wins, and a cancelled task that was granted
+// stops at once and gives the lock back as its frame goes. with() runs its
 // block holding the lock; when the lease runs out the block is cancelled, the
-// lock passes on only after the block has unwound (two holders never
+// lock passes on only after the block has stopped (two holders never
 // overlap), and with() throws lease_expired. A block that is a plain function
 // (no task) cannot be cancelled: if it overran its lease, its result is
 // dropped and with() throws lease_expired all the same, after it returned.
@@ -35,7 +36,7 @@
 #include <utility>
 
 #include <weft/detail/context.hpp>
-#include <weft/detail/rooted_context.hpp>
+#include <weft/detail/deadline_child.hpp>
 #include <weft/detail/timer.hpp>
 #include <weft/errors.hpp>
 #include <weft/lock_guard.hpp>
@@ -64,7 +65,7 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
   }
   acquire_awaiter(const acquire_awaiter&) = delete;
   acquire_awaiter& operator=(const acquire_awaiter&) = delete;
-  ~acquire_awaiter() = default;
+  ~acquire_awaiter() { give_back_unadopted_grant(); }
 
   // The uncontended path: a task that is not cancelled takes a free lock
   // here, without suspending. Anything else is left to await_suspend.
@@ -80,10 +81,7 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
     if (ctx == nullptr)
       throw std::logic_error("weft: a lock's acquire() was awaited outside a weft task; run it in a task "
                              "(runtime::spawn or runtime::block_on)");
-    if (is_cancelled(ctx)) {
-      refused_ = true;
-      return false;
-    }
+    if (stop_if_cancelled(ctx, h)) return true;
     // The hook goes in before the ask: once asked we may be granted from
     // another loop at any moment, and a cancel delivered after we suspend
     // must find it. Neither the hook nor the timer can run before we return:
@@ -103,25 +101,38 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
   }
 
   lock_guard await_resume() {
-    if (granted_inline) return lock_access::adopt(actor_, fence);
-    if (refused_) weft::detail::throw_cancelled();
+    if (granted_inline) return adopt();
     if (armed()) disarm_timer(this);  // granted before the deadline
     // acquire: pairs with the claim CAS of whoever ended the wait (the wake
     // already orders it; this keeps the read self-evidently safe).
     switch (claim.load(std::memory_order_acquire)) {
       case granted:  // by a drain on another party's stack, which woke us
-        return lock_access::adopt(actor_, fence);
+        return adopt();
       case timed_out:
         throw lock_timeout("weft: the lock was not granted within its acquire timeout of " +
                            describe_duration(timeout_) +
                            "; this waiter has left the queue. Retry, raise the acquire timeout, or "
                            "hold the lock for less time");
       default:
-        weft::detail::throw_cancelled();
+        // Withdrawn by the cancel hook: such a task is stopped, never resumed.
+        throw std::logic_error("weft: internal error: a cancelled lock waiter was resumed");
     }
   }
 
  protected:
+  // A grant that the task never took because it stopped first (cancelled
+  // after the grant won): the lock is released as the frame goes, so it is
+  // never left held by nobody. The actor's reference (keyed_lock) is the
+  // caller's to drop.
+  void give_back_unadopted_grant() noexcept {
+    // acquire: as in await_resume; the stop that destroys us came after the wake.
+    if (!adopted_ && !granted_inline && claim.load(std::memory_order_acquire) == granted) {
+      adopted_ = true;
+      if (armed()) disarm_timer(this);
+      actor_->release();
+    }
+  }
+
   lock_actor* actor_;
 
  private:
@@ -136,8 +147,13 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
     actor_->withdraw(this);  // the actor wakes us once we are out of its queue
   }
 
+  lock_guard adopt() noexcept {
+    adopted_ = true;
+    return lock_access::adopt(actor_, fence);
+  }
+
   clock::duration timeout_;
-  bool refused_ = false;  // cancelled before asking
+  bool adopted_ = false;  // await_resume handed the grant to a lock_guard
 };
 
 // What a with() block yields: R for a callable returning task<R> or R.
@@ -155,67 +171,6 @@ template <class F>
 using block_call_t = std::invoke_result_t<F&>;
 template <class F>
 using block_result_t = typename block_traits<block_call_t<F>>::value;
-
-// Runs a with() block as a child context on the holder's loop, with the
-// lease as its deadline. At the deadline the block is cancelled; the parent
-// resumes only once the block has finished and nothing is in flight to it,
-// so the lock is released after the block has unwound. The child, its timer
-// and the parent share one loop (start_local), so they need no atomics.
-template <class T>
-struct lease_awaiter : timer_node, cancel_hook {
-  struct block_context final : rooted_context<T> {
-    lease_awaiter* owner;
-    block_context(task<T>&& t, lease_awaiter* o) noexcept : rooted_context<T>(std::move(t)), owner(o) {
-      this->quiesced = [](task_context* c) noexcept { static_cast<block_context*>(c)->owner->block_done(); };
-    }
-  };
-  block_context block;
-  task_context* parent = nullptr;
-  clock::time_point until;
-  clock::duration lease;
-  bool expired = false;
-  bool refused = false;
-
-  // Pre: t holds a coroutine; until != time_point::max().
-  lease_awaiter(task<T>&& t, clock::time_point u, clock::duration l) noexcept
-      : block(std::move(t), this), until(u), lease(l) {
-    on_cancel = [](cancel_hook* h) noexcept {
-      // The holder itself was cancelled: so is its block, which we await.
-      request_cancel(&static_cast<lease_awaiter*>(h)->block);
-    };
-    fire = [](timer_node* n) noexcept {
-      auto* self = static_cast<lease_awaiter*>(n);
-      self->expired = true;
-      request_cancel(&self->block);
-    };
-  }
-  void block_done() noexcept {
-    if (armed()) disarm_timer(this);  // finished first: the timer goes at once
-    wake(parent);
-  }
-
-  bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<> h) {
-    parent = current_context();
-    if (is_cancelled(parent)) {
-      refused = true;
-      return false;
-    }
-    parent->resume_point = h;
-    parent->hook = this;
-    arm_timer(this, until);
-    start_local(&block);
-    return true;
-  }
-  decltype(auto) await_resume() {
-    if (refused) weft::detail::throw_cancelled();
-    if (expired && !is_cancelled(parent))
-      throw lease_expired("weft: the lock holder overran its lease of " + describe_duration(lease) +
-                          "; its block was cancelled and has unwound, and the lock moved on. Raise "
-                          "lock_options::lease_timeout, or do less while holding the lock");
-    return block.result.take();
-  }
-};
 
 [[noreturn]] void throw_sync_lease_expired(clock::duration lease);
 
@@ -238,8 +193,16 @@ task<block_result_t<F>> run_locked(Locker lock_it, F fn, lock_options opts) {
       throw std::invalid_argument("weft: the callable given to with() returned an empty task; return a task "
                                   "that has not been awaited or moved from");
     if (until == clock::time_point::max()) co_return co_await std::move(block);
-    lease_awaiter<R> lease(std::move(block), until, opts.lease_timeout);
-    co_return co_await lease;
+    deadline_child<R> lease(std::move(block), until);
+    co_await lease;
+    // The policy: a lease that ran out is lease_expired, however the block
+    // ended; the block has stopped (or finished) and the guard below still
+    // holds the lock, so two holders never overlap.
+    if (lease.expired())
+      throw lease_expired("weft: the lock holder overran its lease of " + describe_duration(opts.lease_timeout) +
+                          "; its block was stopped, and the lock moved on. Raise "
+                          "lock_options::lease_timeout, or do less while holding the lock");
+    co_return lease.take();
   } else if constexpr (std::is_void_v<R>) {
     std::invoke(fn);
     if (until != clock::time_point::max() && clock::now() > until) throw_sync_lease_expired(opts.lease_timeout);
@@ -264,14 +227,14 @@ class actor_lock {
 
   // co_await lock.acquire(t) -> lock_guard. Throws lock_timeout when not
   // granted within t (clock::duration::max(): no limit; t <= 0 takes the
-  // lock only if nobody holds it or waits), cancelled when the task is
-  // cancelled while waiting.
+  // lock only if nobody holds it or waits). A task cancelled while it waits
+  // stops there.
   [[nodiscard]] acquire_awaiter acquire(clock::duration acquire_timeout = clock::duration::max()) noexcept {
     return acquire_awaiter(&actor_, acquire_timeout);
   }
 
   // Runs fn() holding the lock; F returns task<R> or R. Throws lock_timeout,
-  // lease_expired (see the header comment), cancelled, or what fn throws.
+  // lease_expired (see the header comment), or what fn throws.
   template <class F>
   task<detail::block_result_t<F>> with(F fn, lock_options opts = {}) {
     return detail::run_locked([this](clock::duration t) { return acquire(t); }, std::move(fn), opts);

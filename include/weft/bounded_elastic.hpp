@@ -24,6 +24,7 @@
 
 #include <weft/detail/context.hpp>
 #include <weft/errors.hpp>
+#include <weft/outcome.hpp>
 
 #include <chrono>
 #include <concepts>
@@ -152,31 +153,21 @@ decltype(auto) invoke_job(F& fn, std::stop_token st) {
   }
 }
 
-// A value, an exception, or nothing yet.
-template <class R>
-struct outcome {
+// Runs a job and keeps its value or exception in `out` (weft/outcome.hpp).
+template <class R, class F>
+void capture_job(outcome<R>& out, F& fn, std::stop_token st) noexcept {
   static_assert(!std::is_reference_v<R>, "weft: a job must return by value, not a reference");
-  std::variant<std::monostate, std::conditional_t<std::is_void_v<R>, std::monostate, R>, std::exception_ptr> v;
-
-  template <class F>
-  void capture(F& fn, std::stop_token st) noexcept {
-    try {
-      if constexpr (std::is_void_v<R>) {
-        invoke_job(fn, std::move(st));
-        v.template emplace<1>();
-      } else {
-        v.template emplace<1>(invoke_job(fn, std::move(st)));
-      }
-    } catch (...) {
-      v.template emplace<2>(std::current_exception());
+  try {
+    if constexpr (std::is_void_v<R>) {
+      invoke_job(fn, std::move(st));
+      outcome_access::set_value(out);
+    } else {
+      outcome_access::set_value(out, invoke_job(fn, std::move(st)));
     }
+  } catch (...) {
+    outcome_access::set_error(out, std::current_exception());
   }
-  void fail(std::exception_ptr e) noexcept { v.template emplace<2>(std::move(e)); }
-  R take() {
-    if (v.index() == 2) std::rethrow_exception(std::get<2>(v));
-    if constexpr (!std::is_void_v<R>) return std::move(std::get<1>(v));
-  }
-};
+}
 
 // A plain job: the callable and, after running, what it threw.
 template <class F>
@@ -214,17 +205,17 @@ struct promise_node final : job_node {
   explicit promise_node(F f) : fn(std::move(f)) { ops = &table; }
   static void run(job_node* n, std::stop_token st) noexcept {
     auto* self = static_cast<promise_node*>(n);
-    self->out.capture(self->fn, std::move(st));
+    capture_job(self->out, self->fn, std::move(st));
   }
   static std::exception_ptr finish(job_node* n) noexcept {
     auto* self = static_cast<promise_node*>(n);
     try {
-      if (self->out.v.index() == 2) {
-        self->promise.set_exception(std::get<2>(self->out.v));
+      if (std::exception_ptr e = self->out.error()) {
+        self->promise.set_exception(std::move(e));
       } else if constexpr (std::is_void_v<R>) {
         self->promise.set_value();
       } else {
-        self->promise.set_value(std::move(std::get<1>(self->out.v)));
+        self->promise.set_value(outcome_access::take(self->out));
       }
     } catch (...) {
       // set_value can only fail if R's move throws; the future then carries that.
@@ -389,10 +380,11 @@ namespace detail {
 //    destroyed by its holder): drop() wakes it with rejected_execution;
 //  * on_cancel, if it withdrew the job while still queued: it wakes it.
 // Leaving the pool's queues happens once, under the pool's mutex, so only one
-// of these can apply. on_cancel and the task's resumption both run on the
-// home loop, so `cancelled_` needs no synchronisation, and the frame (with
-// the node) stays alive while on_cancel runs even if the wake is already
-// queued. The awaiter holds a reference on the pool's core from admission
+// of these can apply. A cancelled task is resumed cancelled by any of these
+// wakes, and so stops (detail/context.hpp): a running job is awaited first,
+// and its result goes with the frame. The frame (with the node) stays alive
+// while on_cancel runs even if the wake is already queued: both run on the
+// home loop. The awaiter holds a reference on the pool's core from admission
 // to destruction, so on_cancel may lock it even if the bounded_elastic
 // object is gone (it was shut down with shutdown_now and destroyed).
 template <class F>
@@ -419,10 +411,7 @@ class run_awaiter : job_node, cancel_hook {
           "weft: bounded_elastic::run()/offload() awaited off a loop thread; "
           "from a plain thread use bounded_elastic::submit()");
     }
-    if (is_cancelled(ctx)) {
-      cancelled_ = true;
-      return false;
-    }
+    if (stop_if_cancelled(ctx, h)) return true;
     ctx_ = ctx;
     // Set before admitting: a worker may finish the job and wake ctx before
     // elastic_admit returns (the resumption itself waits for this loop).
@@ -435,7 +424,7 @@ class run_awaiter : job_node, cancel_hook {
     try {
       a = elastic_admit(core_, this, &why);
     } catch (...) {
-      out_.fail(std::current_exception());
+      outcome_access::set_error(out_, std::current_exception());
       a = admitted::discarded;
     }
     if (a == admitted::queued) return true;
@@ -444,15 +433,12 @@ class run_awaiter : job_node, cancel_hook {
     if (a == admitted::run_here) {
       run(this, elastic_stop_token(core_));
     } else if (why) {
-      out_.fail(std::make_exception_ptr(rejected_execution(why)));
+      outcome_access::set_error(out_, std::make_exception_ptr(rejected_execution(why)));
     }
     return false;
   }
 
-  R await_resume() {
-    if (cancelled_) detail::throw_cancelled();
-    return out_.take();
-  }
+  R await_resume() { return outcome_access::take(out_); }
 
  private:
   static void run(job_node* n, std::stop_token pool_stop) noexcept {
@@ -461,9 +447,9 @@ class run_awaiter : job_node, cancel_hook {
       // The job stops on either request: its awaiter's cancellation (stop_)
       // or the pool's shutdown_now (pool_stop), forwarded for the run only.
       std::stop_callback forward(pool_stop, [self]() noexcept { self->stop_.request_stop(); });
-      self->out_.capture(self->fn_, self->stop_.get_token());
+      capture_job(self->out_, self->fn_, self->stop_.get_token());
     } else {
-      self->out_.capture(self->fn_, std::move(pool_stop));
+      capture_job(self->out_, self->fn_, std::move(pool_stop));
     }
   }
   static std::exception_ptr finish(job_node* n) noexcept {
@@ -473,12 +459,12 @@ class run_awaiter : job_node, cancel_hook {
   }
   static void drop(job_node* n, const char* why) noexcept {
     auto* self = static_cast<run_awaiter*>(n);
-    self->out_.fail(std::make_exception_ptr(rejected_execution(why)));
+    outcome_access::set_error(self->out_, std::make_exception_ptr(rejected_execution(why)));
     wake(self->ctx_);
   }
   static void cancel(cancel_hook* h) noexcept {
     auto* self = static_cast<run_awaiter*>(h);
-    self->cancelled_ = true;
+    // Whichever wake comes, the task is resumed cancelled and so stops.
     if (elastic_withdraw(self->core_, self)) {
       wake(self->ctx_);  // it never ran and never will: ours is the one wake
     } else if constexpr (takes_stop_token<F>) {
@@ -496,7 +482,6 @@ class run_awaiter : job_node, cancel_hook {
   [[no_unique_address]] std::conditional_t<takes_stop_token<F>, std::stop_source, no_stop> stop_;
   outcome<R> out_;
   bool retained_ = false;
-  bool cancelled_ = false;
 };
 
 }  // namespace detail

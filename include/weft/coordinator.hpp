@@ -10,9 +10,10 @@
 //  * Admission happens when the task returned by execute() is first awaited
 //    (tasks are lazy): creating the task reserves nothing.
 //  * Cancelling the caller while its job waits removes the job at once (it
-//    never runs, its place is free); while it runs, the job is cancelled —
-//    a coroutine job at its next suspension point (it runs inside the caller's
-//    own task), a blocking job through its std::stop_token (offload).
+//    never runs, its place is free) and the caller stops; while it runs, the
+//    job is cancelled — a coroutine job stops at its next suspension point
+//    (it runs inside the caller's own task), a blocking job is asked through
+//    its std::stop_token and awaited (offload).
 //  * Work in progress is released exactly once per admitted job, however it
 //    ends; a job that throws never keeps the next ones waiting.
 //  * The coordinator may be shared by tasks on every loop of a runtime, and
@@ -119,18 +120,16 @@ class coord_ticket final : cancel_hook {
 
   bool await_ready() const noexcept { return false; }
   // Queues the job (true), or does not suspend (false): the job was granted a
-  // slot, refused, or its caller is already cancelled. std::logic_error
-  // outside a weft task.
+  // slot, or refused. A caller already cancelled is not admitted and stops
+  // (true). std::logic_error outside a weft task.
   bool await_suspend(std::coroutine_handle<> h);
-  // Throws too_many_tasks if refused, cancelled if the caller was cancelled
-  // before the job could start; otherwise the job holds a slot and may run.
+  // Throws too_many_tasks if refused; otherwise the job holds a slot and runs.
   void await_resume();
 
  private:
   friend struct coordinator_state;
   static void cancel_while_queued(cancel_hook* h) noexcept;
-  void leave() noexcept;        // the frame ends: gives back the slot it ran in, then retires
-  void leave_unrun() noexcept;  // granted, but the caller was cancelled first: hands the slot on
+  void leave() noexcept;  // the frame ends: gives back the slot it held, then retires
   void retire() noexcept;
 
   coordinator_state* state_;
@@ -140,7 +139,7 @@ class coord_ticket final : cancel_hook {
   coord_ticket* prev_ = nullptr;
   coord_ticket* next_ = nullptr;
   phase phase_ = phase::outside;
-  bool cancelled_first_ = false;  // cancelled before admission: never counted anywhere
+  bool ran_ = false;  // await_resume let the job start (else a granted slot goes back unrun)
   std::size_t refused_at_ = 0;    // refused: the work in progress it would have made
   // The job's unit of work in progress has been given back. A CAS from false
   // is the only way to give it back, so it happens once whatever path (the
@@ -196,8 +195,8 @@ class coordinator {
   // co_await coord.execute(job) -> R. A coroutine job runs on the caller's
   // loop, inside the caller's task; a blocking job runs through offload() on
   // the runtime's bounded_elastic pool. Throws too_many_tasks at once when
-  // the coordinator is full, cancelled if the caller is cancelled first, and
-  // otherwise what the job throws.
+  // the coordinator is full, and otherwise what the job throws. A caller
+  // cancelled while its job waits or runs stops (cancel.hpp).
   template <class F>
     requires coordinator_job<F>
   task<detail::coordinated_result_t<F>> execute(F job) {

@@ -29,6 +29,7 @@
 #include <weft/detail/context.hpp>
 #include <weft/detail/rooted_context.hpp>
 #include <weft/errors.hpp>
+#include <weft/outcome.hpp>
 #include <weft/task.hpp>
 
 namespace weft {
@@ -88,7 +89,7 @@ struct join_cell final : pooled {
   // Before the claim: the queue link; from the claim on: the outcome.
   union storage {
     sched_node link;
-    task_outcome<T> result;
+    outcome<T> result;
     storage() noexcept : link() {}
     ~storage() {}
   } u;
@@ -110,11 +111,11 @@ struct join_cell final : pooled {
   }
   // The outcome exists from the claim on (discard() makes one for a task
   // that never got that far).
-  ~join_cell() { u.result.~task_outcome<T>(); }
+  ~join_cell() { u.result.~outcome<T>(); }
   join_cell(const join_cell&) = delete;
   join_cell& operator=(const join_cell&) = delete;
 
-  task_outcome<T>& result() noexcept { return u.result; }
+  outcome<T>& result() noexcept { return u.result; }
 
   // sched_node::run while queued: the claiming loop builds the context and
   // hands it to claim_context, which runs it, or drops it unrun if it was
@@ -126,9 +127,9 @@ struct join_cell final : pooled {
     // acq_rel: publishes the outcome to the joiner (release) and, when the
     // handle is already gone, sees everything it did before letting go (acquire).
     std::uintptr_t prev = joiner.exchange(ready, std::memory_order_acq_rel);
-    if (result().error) {
+    if (outcome_access::is_error(result())) {  // stopped is not an error: nothing to report
       if (prev == detached) {
-        if (!is_cancellation(result().error)) sink->report(result().error);
+        sink->report(result().error());
       } else {
         sink->add_ref();  // the handle may outlive the runtime
         owns_sink_ref = true;
@@ -189,10 +190,19 @@ struct join_cell final : pooled {
   }
   bool is_ready() const noexcept { return joiner.load(std::memory_order_acquire) == ready; }
 
-  decltype(auto) take() {
+  // The result, or the task's ending rethrown (cancelled when it stopped).
+  T take() {
+    mark_joined();
+    return outcome_access::take(result());
+  }
+  // The outcome itself, moved out (join_handle::outcome()).
+  outcome<T> take_outcome() {
+    mark_joined();
+    return std::move(result());
+  }
+  void mark_joined() {
     if (joined) throw std::logic_error("weft: join_handle already joined; its result was taken");
     joined = true;
-    return result().take();
   }
 
   // The handle lets go; the task keeps running.
@@ -209,8 +219,7 @@ struct join_cell final : pooled {
     }
     // acq_rel: if the task already finished, we must see its outcome (acquire).
     std::uintptr_t prev = joiner.exchange(detached, std::memory_order_acq_rel);
-    if (prev == ready && !joined && result().error && !is_cancellation(result().error))
-      sink->report(result().error);
+    if (prev == ready && !joined && outcome_access::is_error(result())) sink->report(result().error());
     // acq_rel: as in strand_gone.
     if (holders(life.fetch_sub(handle_ref, std::memory_order_acq_rel)) == handle_ref) destroy();
   }
@@ -219,7 +228,7 @@ struct join_cell final : pooled {
   // frame dies unrun.
   void discard() noexcept {
     std::coroutine_handle<>::from_address(root).destroy();
-    ::new (static_cast<void*>(&u.result)) task_outcome<T>();
+    ::new (static_cast<void*>(&u.result)) outcome<T>();
     delete this;
   }
 
@@ -253,14 +262,14 @@ void join_cell<T>::claim(sched_node* n) noexcept {
   // The link is the cell's first member, so n is the cell's address.
   auto* cell = reinterpret_cast<join_cell*>(n);
   auto root = std::coroutine_handle<task_promise<T>>::from_address(cell->root);
-  ::new (static_cast<void*>(&cell->u.result)) task_outcome<T>();  // the link is done with
+  ::new (static_cast<void*>(&cell->u.result)) outcome<T>();  // the link is done with
   spawned_context<T>* x;
   try {
     x = new spawned_context<T>(root, cell);
   } catch (...) {
     // No memory for the context: the task ends unrun with that error.
     root.destroy();
-    cell->result().error = std::current_exception();
+    outcome_access::set_error(cell->result(), std::current_exception());
     cell->outcome_ready();
     count_unclaimed_end();
     cell->strand_gone(nullptr);
@@ -314,10 +323,13 @@ class join_handle {
   }
   bool done() const noexcept { return s_ && s_->is_ready(); }
 
+  // Parks the joining task until the task ends. A cancellation point for
+  // the joiner: a joiner cancelled while it waits stops (the task goes on).
+  // Take is what await_resume yields: take() or take_outcome().
+  template <bool whole>
   struct awaiter final : detail::join_waiter, detail::cancel_hook {
     detail::join_cell<T>* s;
     detail::task_context* ctx = nullptr;
-    bool cancelled_ = false;
 
     explicit awaiter(detail::join_cell<T>* st) noexcept : s(st) {
       notify = &on_ready;
@@ -325,16 +337,16 @@ class join_handle {
     }
     bool await_ready() const {
       if (!s) throw std::logic_error("weft: co_await on an empty join_handle");
-      return s->is_ready();
+      // A finished task is taken at once, unless the joiner is cancelled: then
+      // await_suspend stops it, as at any suspension point.
+      detail::task_context* c = detail::current_context();
+      return s->is_ready() && (c == nullptr || !detail::is_cancelled(c));
     }
     bool await_suspend(std::coroutine_handle<> h) {
       ctx = detail::current_context();
       if (ctx == nullptr)
         throw std::logic_error("weft: join_handle awaited outside a weft task; use runtime::block_on");
-      if (detail::is_cancelled(ctx)) {
-        cancelled_ = true;
-        return false;
-      }
+      if (detail::stop_if_cancelled(ctx, h)) return true;
       ctx->resume_point = h;
       ctx->hook = this;
       if (!s->wait(this)) {
@@ -344,8 +356,8 @@ class join_handle {
       return true;
     }
     decltype(auto) await_resume() {
-      if (cancelled_) detail::throw_cancelled();
-      return s->take();
+      if constexpr (whole) return s->take_outcome();
+      else return s->take();
     }
     static void on_ready(detail::join_waiter* w) noexcept {
       auto* self = static_cast<awaiter*>(w);
@@ -353,14 +365,16 @@ class join_handle {
     }
     static void on_cancel_request(detail::cancel_hook* hk) noexcept {
       auto* self = static_cast<awaiter*>(hk);
-      if (self->s->unwait(self)) {
-        self->cancelled_ = true;
-        detail::wake(self->ctx);
-      }
+      if (self->s->unwait(self)) detail::wake(self->ctx);  // resumed cancelled: it stops
       // else: the task finished first and its notify owns the wake.
     }
   };
-  awaiter operator co_await() noexcept { return awaiter{s_}; }
+  // co_await h -> T: the value, the task's exception rethrown, or cancelled
+  // when it stopped.
+  awaiter<false> operator co_await() noexcept { return awaiter<false>{s_}; }
+  // co_await h.outcome() -> outcome<T>: how the task ended, without throwing
+  // for its sake (the cheap way to join a task that may have been cancelled).
+  [[nodiscard]] awaiter<true> outcome() noexcept { return awaiter<true>{s_}; }
 
   // For runtime::block_on: waits on a plain thread and takes the result.
   decltype(auto) join_blocking() {

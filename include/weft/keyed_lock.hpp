@@ -42,7 +42,9 @@ class keyed_acquire_awaiter : public acquire_awaiter {
   keyed_acquire_awaiter(lock_actor* referenced, clock::duration timeout) noexcept
       : acquire_awaiter(referenced, timeout) {}
   ~keyed_acquire_awaiter() {
-    if (!handed_over_) actor_->unref(actor_);
+    if (handed_over_) return;  // the guard holds the reference now
+    give_back_unadopted_grant();
+    actor_->unref(actor_);
   }
   lock_guard await_resume() {
     lock_guard g = acquire_awaiter::await_resume();
@@ -67,7 +69,7 @@ class keyed_lock {
   keyed_lock& operator=(const keyed_lock&) = delete;
 
   // co_await keys.acquire(key, t) -> lock_guard for that key; lock_timeout
-  // after t (clock::duration::max(): no limit), cancelled when cancelled.
+  // after t (clock::duration::max(): no limit); a cancelled waiter stops.
   // The key is copied; it need not outlive the call.
   [[nodiscard]] acquire_awaiter acquire(std::string_view key, clock::duration acquire_timeout);
   // As above, with the acquire timeout of the defaults.

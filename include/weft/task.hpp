@@ -10,6 +10,11 @@
 // A task whose promise has no continuation when it finishes is the root of a
 // task_context (spawned, or a when_all/timeout child): its final suspend hands
 // the frame to the context's owner, which takes the result and destroys it.
+//
+// Tasks that await each other are linked (promise_base::parent and owner,
+// and the context's `top`), so that a cancelled strand can be stopped: its
+// frames destroyed one by one from the innermost, without resuming any of
+// them (detail/context.hpp).
 #pragma once
 
 #include <cassert>
@@ -36,7 +41,13 @@ void finish_root(task_context* ctx) noexcept;
 
 struct promise_base {
   std::coroutine_handle<> continuation;
-  task_context* root_of = nullptr;  // set when this coroutine is a context's root
+  // The weft coroutine awaiting this one; null for a root, or when a foreign
+  // coroutine awaits it. Stopping walks these links (context.hpp).
+  promise_base* parent = nullptr;
+  union {
+    task_context* root_of = nullptr;  // a root: the context it is the root of
+    std::coroutine_handle<>* owner;   // awaited: the task object in the awaiter's frame that owns us
+  };
   std::exception_ptr error;
 
   // Frames come from the per-thread block pool: spawning a million small
@@ -51,13 +62,18 @@ struct promise_base {
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
       promise_base& p = h.promise();
-      if (p.continuation) return transfer(p.continuation);
+      if (p.continuation) {
+        thread_state& ts = this_thread();
+        if (ts.current != nullptr) ts.current->top = p.parent;  // the awaiter is innermost again
+        if (ts.active != nullptr) {
+          ts.active->next = p.continuation;  // see transfer()
+          return std::noop_coroutine();
+        }
+        return p.continuation;
+      }
       // A root: the owner destroys this frame inside finish_root, so nothing
       // of the frame (this awaiter included) may be touched after the call.
-      // The owner finds the frame in resume_point (rooted_context.hpp).
-      task_context* owner = p.root_of;
-      owner->resume_point = h;
-      finish_root(owner);
+      finish_root(p.root_of);
       return std::noop_coroutine();
     }
     void await_resume() const noexcept {}
@@ -143,28 +159,41 @@ class [[nodiscard]] task {
   // True while the task holds a coroutine that has not been handed off.
   explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
+  // Awaiting hands the frame its continuation and transfers to it. The frame
+  // stays owned by this task object (the awaiter points at it) and dies with
+  // it, after the awaiting coroutine has taken the result — or, when the
+  // strand is stopped, when stop_strand clears this owner and destroys it.
   struct awaiter {
-    handle_type h;
-    bool await_ready() const noexcept { return !h; }
-    std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
-      h.promise().continuation = awaiting;
-      return detail::transfer(h);
+    std::coroutine_handle<>* slot;
+    bool await_ready() const noexcept { return !*slot; }
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> awaiting) noexcept {
+      promise_type& callee = handle_type::from_address(slot->address()).promise();
+      callee.continuation = awaiting;
+      callee.owner = slot;
+      if constexpr (std::is_base_of_v<detail::promise_base, P>) callee.parent = &awaiting.promise();
+      detail::thread_state& ts = detail::this_thread();
+      if (ts.current != nullptr) ts.current->top = &callee;
+      if (ts.active != nullptr) {
+        ts.active->next = *slot;  // see detail::transfer()
+        return std::noop_coroutine();
+      }
+      return *slot;
     }
     T await_resume() {
-      if (!h) throw std::logic_error("weft: co_await on an empty task (moved from or already awaited)");
-      return h.promise().take();
+      if (!*slot) throw std::logic_error("weft: co_await on an empty task (moved from or already awaited)");
+      return handle_type::from_address(slot->address()).promise().take();
     }
   };
-  // The frame stays owned by this task object and dies with it, after the
-  // awaiting coroutine has taken the result.
-  awaiter operator co_await() & noexcept { return awaiter{h_}; }
-  awaiter operator co_await() && noexcept { return awaiter{h_}; }
+  awaiter operator co_await() & noexcept { return awaiter{&h_}; }
+  awaiter operator co_await() && noexcept { return awaiter{&h_}; }
 
   // Gives up ownership of the frame (spawn and the combinators use this).
-  handle_type release() noexcept { return std::exchange(h_, {}); }
+  handle_type release() noexcept { return handle_type::from_address(std::exchange(h_, {}).address()); }
 
  private:
-  handle_type h_;
+  // Type-erased so that a frame's `owner` can point at it (promise_base).
+  std::coroutine_handle<> h_;
 };
 
 namespace detail {

@@ -7,7 +7,8 @@
 // deadline; deadlines are rounded up to the loop's tick (runtime_options::
 // timer_tick), so a timer is late by at most about one tick plus scheduling.
 //
-// Each of these is a cancellation point, even when it does not wait.
+// Each of these is a cancellation point, even when it does not wait: a
+// cancelled task stops there (cancel.hpp).
 // Durations and time points saturate: duration::max() means "forever" and
 // never overflows.
 #pragma once
@@ -17,10 +18,10 @@
 #include <stdexcept>
 
 #include <weft/detail/context.hpp>
+#include <weft/detail/deadline_child.hpp>
 #include <weft/detail/timer.hpp>
 #include <weft/errors.hpp>
 #include <weft/task.hpp>
-#include <weft/detail/rooted_context.hpp>
 
 namespace weft {
 
@@ -29,17 +30,16 @@ using clock = std::chrono::steady_clock;
 namespace detail {
 
 // Parks the current task until `deadline` (a cancellation point; a deadline
-// already past resumes at once).
+// already past resumes at once). Cancelled while parked, the timer is
+// disarmed and the task stops (detail/context.hpp).
 struct sleep_awaiter : cancel_hook, timer_node {
   clock::time_point deadline;
   task_context* ctx = nullptr;
-  bool cancelled_ = false;
 
   explicit sleep_awaiter(clock::time_point d) noexcept : deadline(d) {
     on_cancel = [](cancel_hook* h) noexcept {
       auto* self = static_cast<sleep_awaiter*>(h);
       disarm_timer(self);
-      self->cancelled_ = true;
       wake(self->ctx);
     };
     fire = [](timer_node* n) noexcept { wake(static_cast<sleep_awaiter*>(n)->ctx); };
@@ -50,22 +50,14 @@ struct sleep_awaiter : cancel_hook, timer_node {
   bool await_suspend(std::coroutine_handle<> h) {
     ctx = current_context();
     if (ctx == nullptr) throw std::logic_error("weft: sleep awaited outside a weft task");
-    if (is_cancelled(ctx)) {
-      cancelled_ = true;
-      return false;
-    }
+    if (stop_if_cancelled(ctx, h)) return true;
     if (deadline <= clock::now()) return false;
     ctx->resume_point = h;
     ctx->hook = this;
     arm_timer(this, deadline);
     return true;
   }
-  // A sleep whose task was cancelled by the time it resumes throws, even if
-  // its timer fired first: the cancel is delivered, and the timer counts as
-  // not having fired for it.
-  void await_resume() const {
-    if (cancelled_ || is_cancelled(ctx)) detail::throw_cancelled();
-  }
+  void await_resume() const noexcept {}
 };
 
 // now + d, saturating at time_point::max() (and at min() for huge negatives).
@@ -80,74 +72,17 @@ clock::time_point deadline_after(clock::duration d) noexcept;
 // t in the past: resumes at once.
 [[nodiscard]] inline detail::sleep_awaiter sleep_until(clock::time_point t) { return detail::sleep_awaiter(t); }
 
-namespace detail {
-
-// Runs a task as a child context on the current loop with a deadline: at the
-// deadline the child is cancelled, and the parent resumes once it unwound.
-// The child runs on the parent's loop (start_local), so the child's end, the
-// timer and the parent all live on one loop and need no synchronisation.
-template <class T>
-struct deadline_awaiter : timer_node, cancel_hook {
-  struct child_t final : rooted_context<T> {
-    deadline_awaiter* owner;
-    child_t(task<T>&& t, deadline_awaiter* o) noexcept : rooted_context<T>(std::move(t)), owner(o) {
-      this->quiesced = [](task_context* c) noexcept { static_cast<child_t*>(c)->owner->child_done(); };
-    }
-  };
-  child_t child;
-  task_context* parent = nullptr;
-  clock::time_point deadline;
-  bool fired = false;
-  bool cancelled_before_start = false;
-
-  // Precondition: t is not empty (timeout() checks).
-  deadline_awaiter(task<T>&& t, clock::time_point d) noexcept : child(std::move(t), this), deadline(d) {
-    on_cancel = [](cancel_hook* h) noexcept {
-      // The parent was cancelled: so is the child; the timer goes when it is done.
-      request_cancel(&static_cast<deadline_awaiter*>(h)->child);
-    };
-    fire = [](timer_node* n) noexcept {
-      auto* self = static_cast<deadline_awaiter*>(n);
-      self->fired = true;
-      request_cancel(&self->child);
-    };
-  }
-  void child_done() noexcept {
-    disarm_timer(this);  // finished first: the timer is removed at once
-    wake(parent);
-  }
-
-  bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<> h) {
-    parent = current_context();
-    if (parent == nullptr) throw std::logic_error("weft: timeout() awaited outside a weft task");
-    if (is_cancelled(parent)) {
-      cancelled_before_start = true;
-      return false;
-    }
-    parent->resume_point = h;
-    parent->hook = this;
-    arm_timer(this, deadline);
-    start_local(&child);
-    return true;
-  }
-  decltype(auto) await_resume() {
-    if (cancelled_before_start) detail::throw_cancelled();
-    if (fired && child.result.error && is_cancellation(child.result.error) && !is_cancelled(parent))
-      throw timed_out();
-    return child.result.take();
-  }
-};
-
-}  // namespace detail
-
-// Runs t; at the deadline cancels it, waits for it to unwind, and throws
+// Runs t; at the deadline stops it, waits for it to be gone, and throws
 // timed_out. If t finishes first its timer is removed at once. Timeouts nest.
 namespace detail {
 template <class T>
 task<T> run_with_deadline(clock::time_point deadline, task<T> t) {
-  deadline_awaiter<T> a(std::move(t), deadline);
-  co_return co_await a;
+  deadline_child<T> child(std::move(t), deadline);
+  co_await child;
+  // The policy: only a child that the deadline stopped is a timeout; one
+  // that finished (value or exception) as the deadline came keeps its ending.
+  if (child.expired() && child.result().stopped()) throw timed_out();
+  co_return child.take();
 }
 }  // namespace detail
 

@@ -7,6 +7,7 @@
 #include <weft/coordinator.hpp>
 #include <weft/errors.hpp>
 #include <weft/join_handle.hpp>
+#include <weft/outcome.hpp>
 #include <weft/keyed_lock.hpp>
 #include <weft/lock_guard.hpp>
 #include <weft/offload.hpp>

@@ -7,9 +7,11 @@
 // results, which live in the parent's frame, are never touched after it moves on.
 //
 // when_all: the first child to throw has its exception rethrown, after the
-// others were cancelled and awaited. when_any: the first child to finish wins
-// (its value, or its exception rethrown); the rest are cancelled and awaited.
-// A parent cancelled while waiting cancels its children, and they are awaited.
+// others were cancelled and have stopped. when_any: the first child to finish
+// wins (its value, or its exception rethrown); the rest are cancelled and
+// have stopped before it returns. A parent cancelled while waiting cancels
+// its children and stops once they are all gone. A child that stopped on its
+// own (it threw weft::cancelled) counts as failed: `cancelled` is thrown.
 #pragma once
 
 #include <atomic>
@@ -25,6 +27,7 @@
 #include <weft/detail/context.hpp>
 #include <weft/detail/rooted_context.hpp>
 #include <weft/errors.hpp>
+#include <weft/outcome.hpp>
 #include <weft/task.hpp>
 
 namespace weft {
@@ -43,7 +46,6 @@ struct child_group : cancel_hook {
   // when_all: the first child to fail; when_any: the first child to finish.
   std::atomic<std::size_t> decided{none};
   bool first_finisher_wins = false;
-  bool cancelled_before_start = false;
 
   explicit child_group(std::size_t n) : members(n, nullptr) { on_cancel = &cancel_children; }
 
@@ -68,14 +70,11 @@ struct child_group : cancel_hook {
     if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) wake(parent);
   }
 
-  // await_suspend's half: false when the parent is already cancelled.
+  // await_suspend: a parent already cancelled stops without starting them.
   bool start(std::coroutine_handle<> h) {
     parent = current_context();
     if (parent == nullptr) throw std::logic_error("weft: when_all/when_any awaited outside a weft task");
-    if (is_cancelled(parent)) {
-      cancelled_before_start = true;
-      return false;
-    }
+    if (stop_if_cancelled(parent, h)) return true;
     remaining.store(members.size(), std::memory_order_relaxed);
     parent->resume_point = h;
     parent->hook = this;
@@ -92,7 +91,7 @@ struct child_context final : rooted_context<T> {
       : rooted_context<T>(std::move(t)), group(g), index(i) {
     this->on_outcome = [](root_holder<T>* c) noexcept {
       auto* self = static_cast<child_context*>(c);
-      self->group->child_outcome(self->index, static_cast<bool>(self->result.error));
+      self->group->child_outcome(self->index, !self->result.has_value());
     };
     this->quiesced = [](task_context* c) noexcept {
       static_cast<child_context*>(c)->group->child_quiesced();
@@ -108,13 +107,14 @@ std::unique_ptr<child_context<T>> make_child(task<T>&& t, child_group& g, std::s
   return c;
 }
 
+// The child's value, or its ending rethrown (cancelled when it stopped).
 template <class T>
 non_void_t<T> take_value(child_context<T>& c) {
   if constexpr (std::is_void_v<T>) {
-    c.result.take();
+    outcome_access::take(c.result);
     return std::monostate{};
   } else {
-    return c.result.take();
+    return outcome_access::take(c.result);
   }
 }
 
@@ -131,18 +131,14 @@ struct all_of_awaiter {
   bool await_ready() const noexcept { return sizeof...(Ts) == 0; }
   bool await_suspend(std::coroutine_handle<> h) { return group.start(h); }
   std::tuple<non_void_t<Ts>...> await_resume() {
-    if (group.cancelled_before_start) detail::throw_cancelled();
     std::size_t failed = group.decided.load(std::memory_order_acquire);
-    if (failed != child_group::none) {
-      std::rethrow_exception(error_of(failed));
-    }
+    if (failed != child_group::none) rethrow_ending(failed);
     return std::apply([](auto&... c) { return std::tuple<non_void_t<Ts>...>(take_value(*c)...); }, children);
   }
-  std::exception_ptr error_of(std::size_t index) {
-    std::exception_ptr e;
+  // Throws what child `index` ended with: its exception, or cancelled.
+  void rethrow_ending(std::size_t index) {
     std::size_t i = 0;
-    std::apply([&](auto&... c) { ((i++ == index ? (e = c->result.error, 0) : 0), ...); }, children);
-    return e;
+    std::apply([&](auto&... c) { ((i++ == index ? (take_value(*c), 0) : 0), ...); }, children);
   }
 };
 
@@ -158,9 +154,7 @@ struct vector_awaiter {
   }
   bool await_ready() const noexcept { return children.empty(); }
   bool await_suspend(std::coroutine_handle<> h) { return group.start(h); }
-  void await_resume() const {
-    if (group.cancelled_before_start) detail::throw_cancelled();
-  }
+  void await_resume() const noexcept {}
 };
 
 }  // namespace detail
@@ -177,7 +171,7 @@ task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> ts) {
   detail::vector_awaiter<T> all(std::move(ts), false);
   co_await all;
   std::size_t failed = all.group.decided.load(std::memory_order_acquire);
-  if (failed != detail::child_group::none) std::rethrow_exception(all.children[failed]->result.error);
+  if (failed != detail::child_group::none) detail::take_value(*all.children[failed]);  // throws
   std::vector<detail::non_void_t<T>> out;
   out.reserve(all.children.size());
   for (auto& c : all.children) out.push_back(detail::take_value(*c));
@@ -191,10 +185,9 @@ task<std::pair<std::size_t, detail::non_void_t<T>>> when_any(std::vector<task<T>
   if (ts.empty()) throw std::invalid_argument("weft: when_any of no tasks has no first to finish; pass at least one");
   detail::vector_awaiter<T> any(std::move(ts), true);
   co_await any;
+  // Every child finished, so one won (a parent cancelled meanwhile never
+  // gets here: it stops).
   std::size_t winner = any.group.decided.load(std::memory_order_acquire);
-  // Every child finished; if the parent was cancelled they may all have been
-  // cancelled before any won: then the parent's cancellation is the outcome.
-  if (winner == detail::child_group::none) detail::throw_cancelled();
   co_return std::pair<std::size_t, detail::non_void_t<T>>(winner, detail::take_value(*any.children[winner]));
 }
 

@@ -5,7 +5,7 @@
 // its timers and io_uring completions once: a task that yields in a loop
 // cannot starve a timer, and a deadline that passed while it computed is
 // noticed at its yield. yield is a cancellation point: a task cancelled
-// before or while it yields throws weft::cancelled from the co_await.
+// before or while it yields stops there (cancel.hpp).
 #pragma once
 
 #include <coroutine>
@@ -18,23 +18,18 @@ namespace weft {
 
 namespace detail {
 struct yield_awaiter {
-  task_context* ctx = nullptr;
-  bool cancelled_ = false;
   bool await_ready() const noexcept { return false; }
   bool await_suspend(std::coroutine_handle<> h) {
-    ctx = current_context();
+    task_context* ctx = current_context();
     if (ctx == nullptr) throw std::logic_error("weft: yield() outside a weft task");
-    if (is_cancelled(ctx)) {
-      cancelled_ = true;
-      return false;
-    }
+    if (stop_if_cancelled(ctx, h)) return true;
     ctx->resume_point = h;
-    defer(ctx);  // behind everything runnable, and behind due timers and completions
+    // Behind everything runnable, and behind due timers and completions. A
+    // cancel that comes meanwhile needs no hook: the resumption stops it.
+    defer(ctx);
     return true;
   }
-  void await_resume() const {
-    if (cancelled_ || is_cancelled(ctx)) detail::throw_cancelled();
-  }
+  void await_resume() const noexcept {}
 };
 }  // namespace detail
 

@@ -2,7 +2,7 @@
 //
 // Every strand of execution weft runs (a spawned task, or a child of when_all,
 // when_any or timeout) has a task_context: the loop queues it, resumes its
-// innermost suspended coroutine, and delivers cancellation to it.
+// innermost suspended coroutine, delivers cancellation to it, and stops it.
 //
 // Ground rules, which every suspension point in weft follows:
 //  * A context runs on one loop, its `home`, from its first resumption until it
@@ -11,18 +11,38 @@
 //    the claiming loop builds: see join_handle.hpp). So everything a
 //    suspended task is parked on (a timer, a lock queue) is touched by the
 //    home loop alone, and `hook` needs no synchronisation.
+//  * Cancellation is a completion, not an exception. A cancelled strand is
+//    never resumed: the loop *stops* it instead (stop_strand in context.cpp),
+//    destroying its chain of coroutine frames from the innermost one outwards
+//    (destructors run, catch blocks do not), then finishing the context as
+//    stopped. The rule is applied in one place: whenever the loop is about to
+//    resume a parked context and is_cancelled() holds, it stops it. So a
+//    suspension point needs no cancelled path in await_resume, and whatever
+//    it obtained meanwhile (a lock grant, a coordinator slot, a job's result)
+//    is given back by its awaiter's destructor as the frame goes.
 //  * A suspension point, in await_suspend: reads current_context(); if
-//    is_cancelled() it does not suspend and its await_resume throws cancelled;
-//    otherwise it records `resume_point` and `hook`, parks itself, suspends.
+//    stop_if_cancelled(ctx, h) it returns true (the context is queued to be
+//    stopped); otherwise it records `resume_point` and `hook`, parks itself,
+//    suspends. A point that can complete without suspending checks
+//    cancellation first all the same: every weft suspension point is a
+//    cancellation point.
 //  * Exactly one wake per suspension. Whoever ends the wait (the event, or the
-//    hook's on_cancel) calls wake(ctx) once. A wake on the home loop clears
-//    `hook` at once, so a cancel delivered before the context runs finds no
-//    hook and is left for the next suspension point to observe. A wake from
-//    another thread cannot touch `hook`: there the event and the hook must
-//    agree through their own atomic who wakes (see join_handle's `joiner`).
+//    hook's on_cancel after releasing what the task waited on) calls wake(ctx)
+//    once. A wake on the home loop clears `hook` at once, so a cancel
+//    delivered before the context runs finds no hook (the resumption then
+//    stops it). A wake from another thread cannot touch `hook`: there the
+//    event and the hook must agree through their own atomic who wakes (see
+//    join_handle's `joiner`).
 //  * request_cancel() may be called from any thread; delivery (calling the
 //    hook's on_cancel) always happens on the home loop, never on the caller's
 //    stack, which is what keeps cancellation free of lock-order problems.
+//  * While `shield` is non-zero (shielded(), cancel.hpp) the strand is not
+//    cancelled as far as is_cancelled() and delivery are concerned; the
+//    request stays in `flags` and takes effect at the first suspension point
+//    after the shield.
+//  * `top` is the innermost weft coroutine the strand is running or parked
+//    in (task.hpp keeps it as tasks await each other); stopping walks from it
+//    to the root through promise_base::parent.
 //  * A cancel delivery in flight keeps the context from being reported
 //    quiesced: the strand finishing and the delivery being processed both
 //    happen on the home loop, and whichever comes second calls `quiesced`.
@@ -38,7 +58,8 @@
 
 namespace weft::detail {
 
-class loop;  // lib/loop.hpp
+class loop;           // lib/loop.hpp
+struct promise_base;  // task.hpp
 
 // A unit of work a loop runs: an intrusive queue link and what to do with it.
 struct sched_node {
@@ -74,13 +95,16 @@ struct task_context : sched_node {
   loop* home = nullptr;                    // written before started_bit (release)
   cancel_hook* hook = nullptr;             // home loop only
   std::coroutine_handle<> resume_point;    // home loop only (or before start)
+  promise_base* top = nullptr;             // innermost weft coroutine (home loop, or before start)
+  std::uint32_t shield = 0;                // shielded() sections entered (home loop)
   cancel_message cancel_msg;
   task_context* live_prev = nullptr;       // home loop's list of started, unfinished contexts
   task_context* live_next = nullptr;
-  // The root coroutine finished (ran == true) or was dropped unrun because the
-  // context was cancelled before it started (ran == false). Home loop. The
-  // owner takes the result and destroys the root frame here.
-  void (*finished)(task_context*, bool ran) noexcept = nullptr;
+  // The strand ended: its root coroutine finished (stopped == false; the
+  // owner takes its result), or it stopped — cancelled while parked, or
+  // before it ever ran (stopped == true; no result). Home loop. The owner
+  // destroys the root frame here, which is in `resume_point`.
+  void (*finished)(task_context*, bool stopped) noexcept = nullptr;
   // Finished and no cancel delivery in flight: the owner may now free or reuse
   // the context. Called exactly once, on the home loop.
   void (*quiesced)(task_context*) noexcept = nullptr;
@@ -126,14 +150,15 @@ inline std::coroutine_handle<> transfer(std::coroutine_handle<> next) noexcept {
 // Resume `h` and everything it transfers to, until the chain parks.
 void drive(std::coroutine_handle<> h) noexcept;
 
-// Throws weft::cancelled: the current loop's shared exception object when on
-// a loop (no allocation that outlives the throw), a fresh one otherwise.
-[[noreturn]] void throw_cancelled();
-// The outcome of a task that ended cancelled without running: as above.
-std::exception_ptr cancelled_outcome() noexcept;
-
-// Cancellation requested for this context, or its loop is shutting down.
+// Cancellation requested for this context, or its loop is shutting down,
+// and the strand is not inside shielded().
 bool is_cancelled(const task_context* ctx) noexcept;
+
+// A suspension point's cancellation check, in await_suspend: if ctx is
+// cancelled, parks h and queues ctx on its loop, where it is stopped instead
+// of resumed, and returns true (the caller returns true: suspend). Otherwise
+// false, and the suspension point goes on to park or complete.
+bool stop_if_cancelled(task_context* ctx, std::coroutine_handle<> h) noexcept;
 
 // Schedule ctx->resume_point on ctx's home loop. Any thread; once per suspension.
 void wake(task_context* ctx) noexcept;

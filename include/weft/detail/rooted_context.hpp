@@ -2,9 +2,10 @@
 //
 // The root coroutine of a context has no continuation; when it finishes, the
 // context moves its outcome (value or exception) out and destroys the frame
-// at once, so a finished task costs only its result until someone
-// takes it. A context cancelled before it ever ran gets `cancelled` as its
-// outcome and its frame is destroyed unrun.
+// at once, so a finished task costs only its result until someone takes it.
+// A context that stopped (cancelled while parked, or before it ever ran)
+// has `stopped` as its outcome; so does a root whose body threw
+// weft::cancelled itself.
 #pragma once
 
 #include <exception>
@@ -16,86 +17,47 @@
 
 #include <weft/detail/context.hpp>
 #include <weft/errors.hpp>
+#include <weft/outcome.hpp>
 #include <weft/task.hpp>
 
 namespace weft::detail {
 
-// The outcome of a finished strand: a value, or an exception.
-template <class T>
-struct task_outcome {
-  union {
-    T value;
-  };
-  // Whether `value` needs destroying; a trivially destructible T (the common
-  // int or pointer result) needs no flag, which keeps a finished task small.
-  static constexpr bool tracked = !std::is_trivially_destructible_v<T>;
-  [[no_unique_address]] std::conditional_t<tracked, bool, std::tuple<>> has_value{};
-  std::exception_ptr error;
-
-  task_outcome() noexcept {}
-  ~task_outcome() {
-    if constexpr (tracked)
-      if (has_value) value.~T();
-  }
-  void take_from(task_promise<T>& p) noexcept {
-    if (p.error) {
-      error = p.error;
-      return;
-    }
-    try {
-      ::new (static_cast<void*>(std::addressof(value))) T(std::move(p.value));
-      if constexpr (tracked) has_value = true;
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-  T take() {
-    if (error) std::rethrow_exception(error);
-    return std::move(value);
-  }
-};
-
-template <class T>
-struct task_outcome<T&> {
-  T* value = nullptr;
-  std::exception_ptr error;
-  void take_from(task_promise<T&>& p) noexcept {
-    if (p.error) error = p.error;
-    else value = p.value;
-  }
-  T& take() {
-    if (error) std::rethrow_exception(error);
-    return *value;
-  }
-};
-
-template <>
-struct task_outcome<void> {
-  std::exception_ptr error;
-  void take_from(task_promise<void>& p) noexcept { error = p.error; }
-  void take() {
-    if (error) std::rethrow_exception(error);
-  }
-};
-
-// True when `e` holds weft::cancelled (the normal end of a cancelled task,
-// which is not worth reporting as an error).
+// True when `e` holds weft::cancelled.
 bool is_cancellation(const std::exception_ptr& e) noexcept;
 
-// The root's handle needs no member of its own: resume_point holds it until
-// the strand first runs, and the final suspend puts it back there before
-// finishing (see promise_base::final_awaiter), so on_finished finds it.
+// Moves a finished root's ending into `out`.
+template <class T>
+void take_outcome(outcome<T>& out, task_promise<T>& p) noexcept {
+  if (p.error) {
+    if (is_cancellation(p.error)) outcome_access::set_stopped(out);  // a body that throws cancelled stops
+    else outcome_access::set_error(out, p.error);
+    return;
+  }
+  try {
+    if constexpr (std::is_void_v<T>) outcome_access::set_value(out);
+    else if constexpr (std::is_reference_v<T>) outcome_access::set_value(out, p.value);
+    else outcome_access::set_value(out, std::move(p.value));
+  } catch (...) {
+    outcome_access::set_error(out, std::current_exception());
+  }
+}
+
+// The root frame is known by its promise (`root_`): resume_point holds the
+// root only until the strand first runs (a context dropped unrun is
+// destroyed with its root), and a stopped strand is parked deeper.
 // The outcome goes to `*out`: a member of the context itself (rooted_context
 // below), or a spawned task's join cell, which outlives the context.
 template <class T>
 struct root_holder : task_context {
-  task_outcome<T>* out = nullptr;
+  outcome<T>* out = nullptr;
 
   // Precondition: t holds a coroutine (callers reject an empty task first).
   explicit root_holder(task<T>&& t) noexcept : root_holder(t.release()) {}
   // Takes ownership of a root frame released from its task.
   explicit root_holder(std::coroutine_handle<task_promise<T>> root) noexcept {
     root.promise().root_of = this;
+    root_ = &root.promise();
+    top = root_;
     resume_point = root;
     finished = &on_finished;
   }
@@ -105,27 +67,29 @@ struct root_holder : task_context {
     if (resume_point) resume_point.destroy();  // never started (e.g. the runtime refused it)
   }
 
-  static void on_finished(task_context* c, bool ran) noexcept {
+  static void on_finished(task_context* c, bool stopped) noexcept {
     auto* self = static_cast<root_holder*>(c);
-    auto root = std::coroutine_handle<task_promise<T>>::from_address(
-        std::exchange(self->resume_point, {}).address());
-    if (ran) {
-      self->out->take_from(root.promise());
-    } else {
-      self->out->error = cancelled_outcome();
-    }
+    // resume_point is the root when it finished or never ran, but the
+    // innermost parked coroutine when the strand was stopped: go by `root_`.
+    self->resume_point = {};
+    auto root = std::coroutine_handle<task_promise<T>>::from_promise(*self->root_);
+    if (stopped) outcome_access::set_stopped(*self->out);
+    else take_outcome(*self->out, root.promise());
     root.destroy();
     if (self->on_outcome) self->on_outcome(self);
   }
   // Set by the owner: the outcome is now in `*out` (home loop).
   void (*on_outcome)(root_holder*) noexcept = nullptr;
+
+ private:
+  task_promise<T>* root_;
 };
 
 // A root whose outcome lives in the context (the children of when_all,
 // when_any, timeout and a lease's block).
 template <class T>
 struct rooted_context : root_holder<T> {
-  task_outcome<T> result;
+  outcome<T> result;
   explicit rooted_context(task<T>&& t) noexcept : root_holder<T>(std::move(t)) { this->out = &result; }
 };
 

@@ -10,6 +10,20 @@
 
 namespace test {
 
+// Built with a sanitizer: frames are several times larger and slower to make,
+// so the deepest tests scale down (still far past what recursion survives).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool sanitized = true;
+#else
+inline constexpr bool sanitized = false;
+#endif
+#else
+inline constexpr bool sanitized = false;
+#endif
+
 // Runs `f` when the scope ends, however it ends (returned, threw, stopped).
 template <class F>
 class at_exit {

@@ -3,8 +3,12 @@
 // handle and join them all; none may fire (so a phase that lets a task's
 // arm-to-cancel gap exceed a second fails its check). ns_per_op = wall of spawn+arm+cancel+join / M. As on the Asio
 // side, a task cancelled before it ever ran never arms its timer; `armed`
-// reports how many did. arm_cancel_ns is the wheel alone: one arm and one
-// cancel of a timer with M others armed, no task.
+// reports how many did. Joins use join_handle::outcome(): a cancelled task
+// stops without an exception, and its join throws none either.
+// arm_cancel_ns is the wheel alone: one arm and one cancel of a timer with M
+// others armed, no task. when_any_loser_ns: when_any over 10,000 children
+// parked on long sleeps, one of which wins at once; the wall of the whole
+// when_any / the 9,999 losers stopped.
 #include <random>
 #include <vector>
 
@@ -20,6 +24,27 @@ weft::task<void> sleeper(std::chrono::milliseconds d) {
   armed.fetch_add(1, std::memory_order_relaxed);
   co_await weft::sleep_for(d);
   fired.fetch_add(1, std::memory_order_relaxed);
+}
+
+weft::task<int> sleep_then(std::chrono::milliseconds d, int v) {
+  co_await weft::sleep_for(d);
+  co_return v;
+}
+
+// when_any over `n` children: child 0 wins at once, the others are parked on
+// an hour's sleep and must be stopped before when_any returns.
+double when_any_loser_ns(weft::runtime& rt, std::size_t n) {
+  return rt.block_on([](std::size_t count) -> weft::task<double> {
+    std::vector<weft::task<int>> ts;
+    ts.reserve(count);
+    ts.push_back(sleep_then(std::chrono::milliseconds(0), 7));
+    for (std::size_t i = 1; i < count; ++i) ts.push_back(sleep_then(std::chrono::hours(1), 0));
+    const std::int64_t t0 = bench::now_ns();
+    auto [index, value] = co_await weft::when_any(std::move(ts));
+    const std::int64_t wall = bench::now_ns() - t0;
+    if (index != 0 || value != 7) bench::fail("weft", "W3", "when_any: the wrong child won");
+    co_return static_cast<double>(wall) / static_cast<double>(count - 1);
+  }(n));
 }
 
 double wheel_arm_cancel_ns(std::size_t background) {
@@ -49,6 +74,7 @@ double wheel_arm_cancel_ns(std::size_t background) {
 int main(int argc, char** argv) {
   const std::size_t m = bench::parse_n(argc, argv, 1'000'000);
   std::int64_t phase_ns = 0;
+  double loser_ns = 0;
   {
     weft::runtime_options o;
     o.loops = 2;
@@ -63,16 +89,14 @@ int main(int argc, char** argv) {
       for (auto& h : hs) h.cancel();
       std::size_t cancelled = 0;
       for (auto& h : hs) {
-        try {
-          co_await h;
-        } catch (const weft::cancelled&) {
-          ++cancelled;
-        }
+        weft::outcome<void> o = co_await h.outcome();  // a stopped task joins without a throw
+        if (o.stopped()) ++cancelled;
       }
       const std::int64_t wall = bench::now_ns() - t0;
       if (cancelled != count) bench::fail("weft", "W3", std::to_string(count - cancelled) + " sleepers were not cancelled");
       co_return wall;
     }(m));
+    loser_ns = when_any_loser_ns(rt, 10'000);
   }
   if (fired.load() != 0) bench::fail("weft", "W3", std::to_string(fired.load()) + " timers fired");
   const long rss = bench::peak_rss_kb();
@@ -82,5 +106,6 @@ int main(int argc, char** argv) {
       .num("rss_kb", static_cast<double>(rss))
       .num("arm_cancel_ns", wheel_arm_cancel_ns(1'000))
       .num("arm_cancel_ns_10m", wheel_arm_cancel_ns(m >= 1'000'000 ? 10'000'000 : 10'000))
+      .num("when_any_loser_ns", loser_ns)
       .print();
 }

@@ -263,16 +263,27 @@ void join_cell<T>::claim(sched_node* n) noexcept {
   auto* cell = reinterpret_cast<join_cell*>(n);
   auto root = std::coroutine_handle<task_promise<T>>::from_address(cell->root);
   ::new (static_cast<void*>(&cell->u.result)) outcome<T>();  // the link is done with
+  // Ends the task unrun, without a context: the outcome is already set.
+  auto end_unrun = [cell, root]() noexcept {
+    root.destroy();
+    cell->outcome_ready();
+    count_unclaimed_end();
+    cell->strand_gone(nullptr);
+  };
+  // acquire: sees an early cancel() (which releases it). One that comes after
+  // this look is seen by the fetch_or below, as before.
+  if (cell->life.load(std::memory_order_acquire) & cancel_early) {
+    outcome_access::set_stopped(cell->result());  // cancelled before it ran: stopped, no context built
+    end_unrun();
+    return;
+  }
   spawned_context<T>* x;
   try {
     x = new spawned_context<T>(root, cell);
   } catch (...) {
     // No memory for the context: the task ends unrun with that error.
-    root.destroy();
     outcome_access::set_error(cell->result(), std::current_exception());
-    cell->outcome_ready();
-    count_unclaimed_end();
-    cell->strand_gone(nullptr);
+    end_unrun();
     return;
   }
   cell->ctx = x;

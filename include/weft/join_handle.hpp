@@ -126,8 +126,11 @@ struct join_cell final : pooled {
   void outcome_ready() noexcept {
     // acq_rel: publishes the outcome to the joiner (release) and, when the
     // handle is already gone, sees everything it did before letting go (acquire).
+    // Read before publishing: once `ready` is out, a joiner may move the
+    // outcome out of the cell (only when the handle is gone is it ours still).
+    const bool failed = outcome_access::is_error(result());  // stopped is not an error
     std::uintptr_t prev = joiner.exchange(ready, std::memory_order_acq_rel);
-    if (outcome_access::is_error(result())) {  // stopped is not an error: nothing to report
+    if (failed) {
       if (prev == detached) {
         sink->report(result().error());
       } else {

@@ -117,7 +117,7 @@ void runtime_impl::shutdown() {
   if (cur != nullptr && &cur->rt == this) return;  // cannot wait for ourselves
   std::lock_guard<std::mutex> g(shutdown_mu_);
   if (joined_) return;
-  // Cancelled tasks unwind on their loops; a millisecond poll is fine for a
+  // Cancelled tasks stop on their loops; a millisecond poll is fine for a
   // once-per-runtime wait, and needs no wake-up path from every completion.
   while (live() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   gate->close();  // a schedule or cancel racing us has posted by now, or never will

@@ -12,15 +12,17 @@
 
 namespace weft {
 
-// The awaiting task was cancelled: join_handle::cancel, an enclosing timeout,
-// a lease expiry, or runtime shutdown. Deliberately not a runtime_error, so a
-// `catch (const std::runtime_error&)` in user code does not swallow it.
+// What was awaited *stopped* (cancel.hpp): `co_await h` on a task that was
+// cancelled (join_handle::cancel, an enclosing timeout, a lease expiry,
+// runtime shutdown), runtime::block_on of one, outcome::value() of one.
+// Never thrown inside the cancelled task itself: that task stops. A task body
+// that throws it ends stopped. Deliberately not a runtime_error.
 class cancelled : public std::exception {
  public:
   const char* what() const noexcept override { return "weft: the task was cancelled"; }
 };
 
-// timeout(d, t) ran out; t has been cancelled and has finished unwinding.
+// timeout(d, t) ran out; t has stopped and its frames are gone.
 class timed_out : public std::runtime_error {
  public:
   timed_out() : std::runtime_error("weft: the operation timed out and was cancelled") {}
@@ -48,7 +50,7 @@ class lock_timeout : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A lock holder overran its lease; its block was cancelled and has unwound.
+// A lock holder overran its lease; its block has stopped, then the lock moved on.
 class lease_expired : public std::runtime_error {
  public:
   lease_expired()

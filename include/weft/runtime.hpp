@@ -8,7 +8,7 @@
 // resumption until it finishes.
 //
 // shutdown() refuses new spawns, cancels every live task and waits for them to
-// unwind; the destructor calls it and joins the threads. Neither may be called
+// stop; the destructor calls it and joins the threads. Neither may be called
 // from one of the runtime's own loop threads with the expectation of waiting:
 // shutdown() from a loop thread only starts the shutdown.
 #pragma once

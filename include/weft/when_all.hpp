@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <tuple>
 #include <type_traits>
@@ -56,6 +57,9 @@ struct child_group : cancel_hook {
   // A child's outcome is in place (child's home loop).
   void child_outcome(std::size_t index, bool failed) noexcept {
     if (!failed && !first_finisher_wins) return;
+    // relaxed: a look before the CAS, so that the losers of a when_any (or
+    // the later failures of a when_all) do not all write the shared line.
+    if (decided.load(std::memory_order_relaxed) != none) return;
     std::size_t expected = none;
     // acq_rel: the parent reads `decided` after the wake, which already orders it;
     // this only has to pick one winner among children on different loops.
@@ -142,15 +146,50 @@ struct all_of_awaiter {
   }
 };
 
+// The children of a vector when_all / when_any in one allocation rather
+// than one each: a child is a context that others point at, so each is built
+// in place and never moved.
+template <class T>
+class child_array {
+ public:
+  // std::invalid_argument (and nothing built) if any task is empty.
+  child_array(std::vector<task<T>>&& ts, child_group& g) {
+    for (const task<T>& t : ts)
+      if (!t) throw std::invalid_argument("weft: when_all/when_any given an empty task");
+    if (ts.empty()) return;
+    p_ = static_cast<child_context<T>*>(
+        ::operator new(ts.size() * sizeof(child_context<T>), std::align_val_t{alignof(child_context<T>)}));
+    for (; n_ < ts.size(); ++n_) {
+      ::new (static_cast<void*>(p_ + n_)) child_context<T>(std::move(ts[n_]), &g, n_);  // noexcept
+      g.members[n_] = p_ + n_;
+    }
+  }
+  child_array(const child_array&) = delete;
+  child_array& operator=(const child_array&) = delete;
+  ~child_array() {
+    if (p_ == nullptr) return;
+    for (std::size_t i = 0; i < n_; ++i) p_[i].~child_context<T>();
+    ::operator delete(p_, std::align_val_t{alignof(child_context<T>)});
+  }
+
+  std::size_t size() const noexcept { return n_; }
+  bool empty() const noexcept { return n_ == 0; }
+  child_context<T>& operator[](std::size_t i) noexcept { return p_[i]; }
+  child_context<T>* begin() noexcept { return p_; }
+  child_context<T>* end() noexcept { return p_ + n_; }
+
+ private:
+  child_context<T>* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
 template <class T>
 struct vector_awaiter {
   child_group group;
-  std::vector<std::unique_ptr<child_context<T>>> children;
+  child_array<T> children;
 
-  vector_awaiter(std::vector<task<T>>&& ts, bool first_wins) : group(ts.size()) {
+  vector_awaiter(std::vector<task<T>>&& ts, bool first_wins) : group(ts.size()), children(std::move(ts), group) {
     group.first_finisher_wins = first_wins;
-    children.reserve(ts.size());
-    for (std::size_t i = 0; i < ts.size(); ++i) children.push_back(make_child(std::move(ts[i]), group, i));
   }
   bool await_ready() const noexcept { return children.empty(); }
   bool await_suspend(std::coroutine_handle<> h) { return group.start(h); }
@@ -171,10 +210,10 @@ task<std::vector<detail::non_void_t<T>>> when_all(std::vector<task<T>> ts) {
   detail::vector_awaiter<T> all(std::move(ts), false);
   co_await all;
   std::size_t failed = all.group.decided.load(std::memory_order_acquire);
-  if (failed != detail::child_group::none) detail::take_value(*all.children[failed]);  // throws
+  if (failed != detail::child_group::none) detail::take_value(all.children[failed]);  // throws
   std::vector<detail::non_void_t<T>> out;
   out.reserve(all.children.size());
-  for (auto& c : all.children) out.push_back(detail::take_value(*c));
+  for (auto& c : all.children) out.push_back(detail::take_value(c));
   co_return out;
 }
 
@@ -188,7 +227,7 @@ task<std::pair<std::size_t, detail::non_void_t<T>>> when_any(std::vector<task<T>
   // Every child finished, so one won (a parent cancelled meanwhile never
   // gets here: it stops).
   std::size_t winner = any.group.decided.load(std::memory_order_acquire);
-  co_return std::pair<std::size_t, detail::non_void_t<T>>(winner, detail::take_value(*any.children[winner]));
+  co_return std::pair<std::size_t, detail::non_void_t<T>>(winner, detail::take_value(any.children[winner]));
 }
 
 }  // namespace weft

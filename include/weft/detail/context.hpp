@@ -91,12 +91,12 @@ struct task_context : sched_node {
   static constexpr std::uint32_t done_bit = 1u << 2;
   static constexpr std::uint32_t delivery_bit = 1u << 3;
   std::atomic<std::uint32_t> flags{0};
+  std::uint32_t shield = 0;                // shielded() sections entered (home loop); packs beside flags
 
   loop* home = nullptr;                    // written before started_bit (release)
   cancel_hook* hook = nullptr;             // home loop only
   std::coroutine_handle<> resume_point;    // home loop only (or before start)
   promise_base* top = nullptr;             // innermost weft coroutine (home loop, or before start)
-  std::uint32_t shield = 0;                // shielded() sections entered (home loop)
   cancel_message cancel_msg;
   task_context* live_prev = nullptr;       // home loop's list of started, unfinished contexts
   task_context* live_next = nullptr;

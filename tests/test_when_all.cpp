@@ -130,3 +130,34 @@ TEST_CASE("when_all destroys every child frame and capture exactly once") {
   }
   CHECK(counted::alive() == 0);
 }
+
+TEST_CASE("when_all of a vector holding an empty task is invalid and destroys the other frames exactly once") {
+  counted::reset();
+  {
+    runtime rt(loops(1));
+    std::vector<task<int>> ts;
+    ts.push_back([](counted c) -> task<int> { co_return c.id; }(counted{}));
+    ts.push_back(task<int>{});
+    ts.push_back([](counted c) -> task<int> { co_return c.id; }(counted{}));
+    CHECK_THROWS_AS(rt.block_on(when_all(std::move(ts))), std::invalid_argument);
+  }
+  CHECK(counted::alive() == 0);
+}
+
+TEST_CASE("when_any stops every loser before it returns: their frames are gone") {
+  runtime rt(loops(2));
+  std::atomic<int> stopped{0};
+  auto loser = [](std::atomic<int>& s) -> task<int> {
+    test::at_exit gone{[&s] { ++s; }};
+    co_await sleep_for(std::chrono::hours(1));
+    co_return -1;
+  };
+  std::vector<task<int>> ts;
+  for (int i = 0; i < 100; ++i) ts.push_back(loser(stopped));
+  ts.push_back(value(5));
+  auto [index, v] = rt.block_on(when_any(std::move(ts)));
+  CHECK(index == 100);
+  CHECK(v == 5);
+  CHECK(stopped == 100);
+  CHECK(eventually([&] { return rt.stats().timers == 0; }));
+}

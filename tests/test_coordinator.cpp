@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <latch>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -911,6 +912,35 @@ TEST_CASE("cancelling the caller of a queued blocking job: it never reaches the 
   CHECK(holder.join_blocking() == 1);
   CHECK_FALSE(ran);
   CHECK(c.stats().withdrawn == 1);
+}
+
+TEST_CASE("a blocking job whose caller stops while it waits in the pool's queue counts as withdrawn, not completed") {
+  runtime_options o = loops(2);
+  o.blocking.max_threads = 1;  // one pool thread, which the first job occupies
+  runtime rt(o);
+  coordinator c(limits(2, 5));
+  std::latch release(1);
+  std::atomic<bool> busy{false}, ran{false};
+  auto occupier = rt.spawn([](coordinator& co, std::latch& l, std::atomic<bool>& b) -> task<void> {
+    co_await co.execute([&l, &b] {
+      b = true;
+      l.wait();
+    });
+  }(c, release, busy));
+  REQUIRE(eventually_within([&] { return busy.load(); }));
+  auto h = rt.spawn([](coordinator& co, std::atomic<bool>& r) -> task<void> {
+    co_await co.execute([&r] { r = true; });
+  }(c, ran));
+  REQUIRE(eventually_within([&] { return rt.blocking().stats().queued == 1; }));
+  h.cancel();
+  CHECK(outcome_of(h) == "cancelled");
+  release.count_down();
+  occupier.join_blocking();
+  CHECK_FALSE(ran);
+  auto s = c.stats();
+  CHECK(s.withdrawn == 1);
+  CHECK(s.completed == 1);  // the occupier alone
+  CHECK(settled(s, 0, 0));
 }
 
 // ---- lifetime ------------------------------------------------------------------

@@ -60,9 +60,10 @@ struct coordinator_options {
 // completed or withdrawn; every refused one is in rejected.
 struct coordinator_stats {
   std::size_t running = 0, queued = 0;
-  std::uint64_t completed = 0;  // jobs that ran and ended: value, exception or cancelled while running
+  std::uint64_t completed = 0;  // jobs that ran and ended: value, exception or stopped while running
   std::uint64_t rejected = 0;   // arrivals refused with too_many_tasks
-  std::uint64_t withdrawn = 0;  // admitted jobs that never ran: their caller was cancelled while they waited
+  std::uint64_t withdrawn = 0;  // admitted jobs that never ran: their caller stopped while they waited
+                                // (in the coordinator's queue, or a blocking job in the pool's)
 };
 
 namespace detail {
@@ -125,6 +126,12 @@ class coord_ticket final : cancel_hook {
   bool await_suspend(std::coroutine_handle<> h);
   // Throws too_many_tasks if refused; otherwise the job holds a slot and runs.
   void await_resume();
+  // A blocking job counts as run only once the pool starts it: run_coordinated
+  // hands this flag to the job (start_marked), cleared here.
+  bool* ran_flag() noexcept {
+    ran_ = false;
+    return &ran_;
+  }
 
  private:
   friend struct coordinator_state;
@@ -139,7 +146,7 @@ class coord_ticket final : cancel_hook {
   coord_ticket* prev_ = nullptr;
   coord_ticket* next_ = nullptr;
   phase phase_ = phase::outside;
-  bool ran_ = false;  // await_resume let the job start (else a granted slot goes back unrun)
+  bool ran_ = false;  // the job started (else a granted slot goes back unrun, counted withdrawn)
   std::size_t refused_at_ = 0;    // refused: the work in progress it would have made
   // The job's unit of work in progress has been given back. A CAS from false
   // is the only way to give it back, so it happens once whatever path (the
@@ -158,6 +165,21 @@ struct direct_source {
   };
 };
 
+// A blocking job that records, on the pool thread, that it was started: a
+// job withdrawn from the pool's queue (its caller stopped first) never ran
+// and is counted withdrawn, not completed. The flag is read on the caller's
+// loop after the pool's wake, which orders it.
+template <class F>
+struct start_marked {
+  F fn;
+  bool* started;
+  template <class... A>
+  auto operator()(A&&... a) -> decltype(fn(std::forward<A>(a)...)) {
+    *started = true;
+    return fn(std::forward<A>(a)...);
+  }
+};
+
 template <class Source, class F>
 task<coordinated_result_t<F>> run_coordinated(Source src, F job) {
   typename Source::lease lease(std::move(src));  // declared first: outlives the ticket
@@ -168,7 +190,8 @@ task<coordinated_result_t<F>> run_coordinated(Source src, F job) {
     co_return co_await std::invoke(job);
   } else {
     // The awaiter owns the callable until the pool has finished with it.
-    co_return co_await offload(std::move(job));
+    start_marked<F> marked{std::move(job), ticket.ran_flag()};
+    co_return co_await offload(std::move(marked));
   }
 }
 

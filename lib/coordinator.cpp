@@ -49,6 +49,7 @@ void coordinator_state::release_unit() noexcept {
 }
 
 coordinator_state::admission coordinator_state::admit(coord_ticket& t, std::coroutine_handle<> h) noexcept {
+  if (closed.load()) return admission::closed;
   std::uint64_t w = word.load();
   do {
     const std::uint64_t wip = w & wip_mask;
@@ -59,6 +60,13 @@ coordinator_state::admission coordinator_state::admit(coord_ticket& t, std::coro
     }
   } while (!word.compare_exchange_weak(w, w + 1));
   std::lock_guard<std::mutex> g(mu);
+  if (closed.load()) {
+    // Closed between the look above and this lock: the unit is held, and
+    // given back as the ticket ends (leave, as for a withdrawn job), which
+    // keeps the state alive while await_resume names the coordinator.
+    t.phase_ = coord_ticket::phase::withdrawn;
+    return admission::closed;
+  }
   if (running < max_concurrency) {
     assert(head == nullptr && "a waiter is queued while a slot is free");
     ++running;
@@ -97,7 +105,9 @@ coord_ticket* coordinator_state::hand_over(bool ran) noexcept {
   if (ran) ++completed;
   else ++withdrawn;
   coord_ticket* next = head;
-  if (next == nullptr) {
+  // Closed: the queued callers are being cancelled and leave the queue
+  // through their cancel hooks; none of them may start meanwhile.
+  if (next == nullptr || closed.load()) {
     --running;
     return nullptr;
   }
@@ -106,6 +116,15 @@ coord_ticket* coordinator_state::hand_over(bool ran) noexcept {
   --queued;
   next->phase_ = coord_ticket::phase::granted;
   return next;
+}
+
+void coordinator_state::close() noexcept {
+  std::lock_guard<std::mutex> g(mu);
+  if (closed.exchange(true)) return;
+  // Under mu: a queued ticket cannot leave the queue meanwhile (its cancel
+  // hook takes mu), so its task, parked here, is alive for request_cancel,
+  // which only flags it and posts the delivery (no hook runs on our stack).
+  for (coord_ticket* t = head; t != nullptr; t = t->next_) request_cancel(t->ctx_);
 }
 
 coordinator_stats coordinator_state::stats() const {
@@ -132,10 +151,15 @@ bool coord_ticket::await_suspend(std::coroutine_handle<> h) {
   ctx_ = ctx;
   // A cancelled caller is not admitted: the job never runs and takes no place.
   if (stop_if_cancelled(ctx, h)) return true;
-  return state_->admit(*this, h) == coordinator_state::admission::queued;
+  const coordinator_state::admission a = state_->admit(*this, h);
+  closed_out_ = a == coordinator_state::admission::closed;
+  return a == coordinator_state::admission::queued;
 }
 
 void coord_ticket::await_resume() {
+  if (closed_out_)
+    throw rejected_execution("weft: " + state_->name + " is closed; it takes no new work. Use another "
+                             "coordinator, or submit before close()");
   if (phase_ == phase::outside)
     throw too_many_tasks(refused_at_, static_cast<std::size_t>(state_->limit), state_->name);
   // Granted (a withdrawn caller was cancelled, and is stopped, never resumed).
@@ -213,6 +237,9 @@ tenant_source::lease::lease(tenant_source src) : tenants_(src.tenants), name_(st
     }
     tenants_->refs.fetch_add(1);
     tenants_->live.fetch_add(1, std::memory_order_relaxed);
+    // A job that starts after its tenants object was destroyed finds a new
+    // coordinator closed, like every other one.
+    if (tenants_->closed.load()) it->second.state->close();
   }
   it->second.users.fetch_add(1);
   entry_ = &it->second;
@@ -249,6 +276,7 @@ tenant_source::lease::~lease() {
 coordinator::coordinator(coordinator_options o) : state_(detail::coordinator_state::create(o, std::move(o.name))) {}
 coordinator::~coordinator() { state_->drop_owner(); }
 coordinator_stats coordinator::stats() const { return state_->stats(); }
+void coordinator::close() noexcept { state_->close(); }
 const std::string& coordinator::name() const noexcept { return state_->name; }
 
 tenants::tenants(coordinator_options per_tenant) {
@@ -256,7 +284,16 @@ tenants::tenants(coordinator_options per_tenant) {
   detail::coordinator_state::validate(per_tenant);
   state_ = new detail::tenants_state(std::move(per_tenant));
 }
-tenants::~tenants() { state_->drop_ref(); }
+tenants::~tenants() {
+  // Every tenant's coordinator closes (queued jobs stop, running ones
+  // finish); the state lives on until the last of them is done.
+  state_->closed.store(true);
+  for (auto& sh : state_->shards) {
+    std::lock_guard<std::mutex> g(sh.mu);
+    for (auto& [name, entry] : sh.map) entry.state->close();
+  }
+  state_->drop_ref();
+}
 
 std::size_t tenants::size() const noexcept { return state_->live.load(std::memory_order_relaxed); }
 

@@ -62,12 +62,15 @@ struct coordinator_state {
   // Reserves a unit of work in progress and grants `t` a slot or queues it
   // to be resumed at `h`; or, when the coordinator is full, refuses it
   // (t.refused_at_ says with how much work in progress).
-  enum class admission { granted, queued, refused };
+  enum class admission { granted, queued, refused, closed };
   admission admit(coord_ticket& t, std::coroutine_handle<> h) noexcept;
   // Gives one unit of work in progress back; may free the state. Called once
   // per admitted job (coord_ticket::retire guarantees it).
   void release_unit() noexcept;
   coordinator_stats stats() const;
+  // No new work from now on (admit says `closed`); every queued job's caller
+  // is cancelled, so it leaves the queue and stops; running jobs finish.
+  void close() noexcept;
 
   // owner_bit | work in progress. Every operation on it is seq_cst: it is
   // the one word admission, retirement and the owner's exit agree on, and on
@@ -80,6 +83,9 @@ struct coordinator_state {
   // nothing else is published through it.
   std::atomic<std::uint64_t> rejected{0};
 
+  // Set once by close(), under mu; read first without it so that admission
+  // after a close takes no unit of work. seq_cst, like `word`.
+  std::atomic<bool> closed{false};
   mutable std::mutex mu;
   std::size_t running = 0;
   std::size_t queued = 0;
@@ -131,6 +137,8 @@ struct tenants_state {
   std::array<shard, shard_count> shards;
   // relaxed: a figure for size(); whoever needs it to reflect finished jobs
   // already synchronised with them (joined them).
+  // Set by ~tenants (seq_cst), read by leases that make a coordinator.
+  std::atomic<bool> closed{false};
   std::atomic<std::size_t> live{0};
   // The tenants object, plus one per entry: shards stay alive while a job
   // may still reach them to remove its tenant. seq_cst, as `word` above.

@@ -1094,7 +1094,7 @@ TEST_CASE("tenants coming and going on two loops never lose a job, never exceed 
   for (auto& o : occ) CHECK(o.most <= 2);
 }
 
-TEST_CASE("tenants destroyed while detached jobs are in progress lets them finish") {
+TEST_CASE("tenants destroyed closes every tenant: queued jobs stop, running ones finish") {
   runtime rt(loops(2));
   auto ts = std::make_unique<tenants>(limits(1, 5));
   gate g;
@@ -1107,7 +1107,35 @@ TEST_CASE("tenants destroyed while detached jobs are in progress lets them finis
   }));
   ts.reset();
   g.open();
-  for (int i = 0; i < 6; ++i) CHECK(hs[i].join_blocking() == i);
+  // The first of each tenant was running (0 for "y", 1 for "x"); the rest
+  // were queued and stopped.
+  for (int i = 0; i < 6; ++i) CHECK(outcome_of(hs[i]) == (i < 2 ? "value" : "cancelled"));
+  CHECK(occ.entered == 2);
+}
+
+TEST_CASE("close refuses new work naming the coordinator, stops queued jobs, lets the running one finish") {
+  runtime rt(loops(2));
+  coordinator c(limits(1, 5, "ledger"));
+  gate g;
+  occupancy occ;
+  auto running = rt.spawn(gated_call(c, g, occ, 1));
+  auto queued1 = rt.spawn(gated_call(c, g, occ, 2));
+  auto queued2 = rt.spawn(gated_call(c, g, occ, 3));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 2); }));
+  c.close();
+  CHECK(outcome_of(queued1) == "cancelled");
+  CHECK(outcome_of(queued2) == "cancelled");
+  auto late = rt.spawn(gated_call(c, g, occ, 4));
+  CHECK(outcome_of(late) == "rejected: weft: ledger is closed; it takes no new work. Use another coordinator, "
+                            "or submit before close()");
+  c.close();  // idempotent
+  g.open();
+  CHECK(running.join_blocking() == 1);
+  auto s = c.stats();
+  CHECK(s.completed == 1);
+  CHECK(s.withdrawn == 2);
+  CHECK(settled(s, 0, 0));
+  CHECK(occ.entered == 1);
 }
 
 }  // TEST_SUITE

@@ -146,6 +146,7 @@ class coord_ticket final : cancel_hook {
   coord_ticket* prev_ = nullptr;
   coord_ticket* next_ = nullptr;
   phase phase_ = phase::outside;
+  bool closed_out_ = false;  // refused because the coordinator is closed
   bool ran_ = false;  // the job started (else a granted slot goes back unrun, counted withdrawn)
   std::size_t refused_at_ = 0;    // refused: the work in progress it would have made
   // The job's unit of work in progress has been given back. A CAS from false
@@ -225,6 +226,11 @@ class coordinator {
   task<detail::coordinated_result_t<F>> execute(F job) {
     return detail::run_coordinated(detail::direct_source{state_}, std::move(job));
   }
+
+  // New work is refused from now on (execute throws rejected_execution
+  // naming the coordinator); the callers of queued jobs are cancelled, so
+  // those jobs never run; running jobs finish. Idempotent; any thread.
+  void close() noexcept;
 
   coordinator_stats stats() const;
   const std::string& name() const noexcept;

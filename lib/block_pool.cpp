@@ -41,7 +41,7 @@ namespace weft::detail {
 #ifdef WEFT_POOL_DISABLED
 
 void* pool_allocate(std::size_t bytes) { return ::operator new(bytes); }
-void pool_deallocate(void* p, std::size_t bytes) noexcept { ::operator delete(p, bytes); }
+void pool_deallocate(void* p, std::size_t) noexcept { ::operator delete(p); }
 void pool_flush() noexcept {}
 thread_state::~thread_state() = default;
 
@@ -264,7 +264,7 @@ void* pool_allocate(std::size_t bytes) {
 void pool_deallocate(void* p, std::size_t bytes) noexcept {
   if (p == nullptr) return;
   if (bytes > pooled_max) {
-    ::operator delete(p, bytes);
+    ::operator delete(p);  // plain: clang 14 has no sized delete unless asked (-fsized-deallocation)
     return;
   }
   const std::size_t cls = class_of(bytes);

@@ -476,7 +476,7 @@ TEST_CASE("shielded runs its task to the end while the enclosing task is cancell
 }
 
 TEST_CASE("shielded of an empty task is invalid") {
-  CHECK_THROWS_AS(shielded(task<int>{}), std::invalid_argument);
+  CHECK_THROWS_AS(static_cast<void>(shielded(task<int>{})), std::invalid_argument);
 }
 
 // ---- races ----------------------------------------------------------------------

@@ -85,8 +85,25 @@ loop::~loop() {
 }
 
 void loop::post(sched_node* n) noexcept {
-  inbox_.push(n);
-  kick_soon();
+  loop* cur = this_thread().current_loop;
+  if (cur != nullptr && &cur->rt == &rt) {
+    inbox_.push(n);
+    kick_soon();
+    return;
+  }
+  outside_wake([&] {
+    inbox_.push(n);
+    kick();
+  });
+}
+
+template <class F>
+void loop::outside_wake(F publish_and_kick) noexcept {
+  rt.outside_wakers.fetch_add(1);  // seq_cst: before the node can be seen
+  publish_and_kick();
+  // release: everything this waker did to the loop happens before the
+  // destructor's acquire load sees the count fall.
+  rt.outside_wakers.fetch_sub(1, std::memory_order_release);
 }
 
 void loop::kick_soon() noexcept {
@@ -112,9 +129,11 @@ void loop::push_fresh(sched_node* c) noexcept {
     if (staged_.size() >= stage_batch) publish_staged();
     return;
   }
-  fresh.push(c);
-  kick();
-  rt.wake_idle_peer(this);
+  outside_wake([&] {
+    fresh.push(c);
+    kick();
+    rt.wake_idle_peer(this);
+  });
 }
 
 void loop::publish_staged() noexcept {

@@ -100,6 +100,10 @@ class loop {
   void arm_timeout(std::int64_t deadline_ns) noexcept;
   bool has_visible_work() const noexcept;
   void flush_kicks() noexcept;
+  // Publishes and kicks from outside this runtime's loops, counted in
+  // rt.outside_wakers so that the runtime outlives the kick (runtime_impl.hpp).
+  template <class F>
+  void outside_wake(F publish_and_kick) noexcept;
 
   ring ring_;
   int eventfd_ = -1;

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -17,9 +18,13 @@ namespace {
 runtime_options checked(runtime_options o) {
   if (o.ring_entries == 0)
     throw std::invalid_argument("weft: runtime_options::ring_entries must be at least 1 (the default is 256)");
-  if (o.timer_tick <= std::chrono::nanoseconds::zero())
-    throw std::invalid_argument("weft: runtime_options::timer_tick must be positive (the default is 1 ms)");
-  if (o.loops == 0) o.loops = std::max(1u, std::thread::hardware_concurrency());
+  // (0, 1 s]: a tick is the wheel's resolution, and every sleep is rounded up
+  // to it; a coarser one would make a 1 ms sleep take seconds.
+  if (o.timer_tick <= std::chrono::nanoseconds::zero() || o.timer_tick > std::chrono::seconds(1))
+    throw std::invalid_argument(
+        "weft: runtime_options::timer_tick must be in (0, 1 s]; it is the timer wheel's resolution (the default "
+        "is 1 ms)");
+  if (o.loops == 0) o.loops = cores();
   return o;
 }
 
@@ -52,7 +57,14 @@ runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked
   }
 }
 
-runtime_impl::~runtime_impl() { shutdown(); }
+runtime_impl::~runtime_impl() {
+  shutdown();
+  // A waker from outside may still be inside loop::post or push_fresh,
+  // touching a loop after the task it woke has already finished: the loops
+  // (and their eventfds) go only once it has left. The wait is the length of
+  // one eventfd write.
+  while (outside_wakers.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
 
 void runtime_impl::spawn(sched_node* ctx) {
   loop* cur = this_thread().current_loop;
@@ -144,7 +156,22 @@ runtime_stats runtime_impl::stats() const {
 }  // namespace detail
 
 runtime::runtime(runtime_options o) : impl_(std::make_unique<detail::runtime_impl>(*this, std::move(o))) {}
-runtime::~runtime() { impl_->shutdown(); }
+runtime::~runtime() {
+  // Destroying a runtime on one of its own loop threads would join that very
+  // thread (std::terminate, with no word why). Like Tokio's "Cannot drop a
+  // runtime in a context where blocking is not allowed": say what was done
+  // wrong and what to do instead, then abort; no later state is trustworthy.
+  detail::loop* cur = detail::this_thread().current_loop;
+  if (cur != nullptr && &cur->rt == impl_.get()) {
+    std::fprintf(stderr,
+                 "weft: a runtime was destroyed on one of its own loop threads (from a task it runs). It cannot "
+                 "wait for itself there. Destroy it from the thread that created it, after block_on returns or "
+                 "after shutdown() from outside its loops. Aborting.\n");
+    std::fflush(stderr);
+    std::abort();
+  }
+  impl_->shutdown();
+}
 bounded_elastic& runtime::blocking() noexcept { return impl_->pool; }
 unsigned runtime::loops() const noexcept { return static_cast<unsigned>(impl_->loops.size()); }
 void runtime::shutdown() { impl_->shutdown(); }

@@ -7,6 +7,14 @@
 // `foreign_spawned`. A spawn is counted before it is queued, so it happens
 // before its own completion; live() reads every completion counter first and
 // every spawn counter after, and so never reports zero while a task is alive.
+//
+// Wakers from outside (a pool thread finishing a job, a plain thread's spawn
+// or cancel, another runtime's loop) publish a node into a loop and then kick
+// it: between the two, the woken task may finish, block_on return and the
+// runtime be destroyed. So each such waker is counted in `outside_wakers`
+// from before it publishes until after it kicks, and ~runtime_impl waits for
+// the count to drain before the loops (their eventfds) go. A loop of this
+// runtime needs no count: its thread is joined before anything is destroyed.
 #pragma once
 
 #include <atomic>
@@ -41,6 +49,10 @@ class runtime_impl {
   std::vector<std::unique_ptr<loop>> loops;
   std::atomic<unsigned> sleepers{0};
   std::atomic<bool> stopping{false};
+  // Outside wakers between publishing and kicking (see above). seq_cst
+  // increment before the publish, release decrement after the kick; the
+  // destructor's acquire load pairs with the latter.
+  std::atomic<unsigned> outside_wakers{0};
   // The runtime's reference to something counted that may outlive it;
   // dropped when the runtime goes (or its constructor fails).
   template <class T>

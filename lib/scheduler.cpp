@@ -26,7 +26,7 @@ struct job_message : sched_node {
   scheduled_job* job;
 };
 
-loop& scheduling_loop(runtime_impl* rt) noexcept { return *rt->loops.front(); }
+loop& scheduling_loop(const scheduled_job* j) noexcept { return *j->rt->loops.front(); }
 
 void link(loop& l, scheduled_job* j) noexcept {
   j->prev = nullptr;
@@ -36,7 +36,7 @@ void link(loop& l, scheduled_job* j) noexcept {
 }
 
 void finish(scheduled_job* j) noexcept {
-  loop& l = scheduling_loop(j->rt);
+  loop& l = scheduling_loop(j);
   if (j->at == scheduled_job::phase::armed || j->at == scheduled_job::phase::running) {
     if (j->prev) j->prev->next = j->next;
     else l.scheduled_jobs = j->next;
@@ -74,13 +74,15 @@ task<void> run_job(scheduled_job* j) {
   } catch (const cancelled&) {
     stop = true;  // the job threw cancelled itself: it ends, as a stopped task does, without a report
   } catch (...) {
-    stop = true;  // a periodic job that throws runs no more
+    // Reported either way; a periodic job that throws runs no more unless it
+    // was scheduled with periodic_error::report_and_continue.
+    stop = j->on_error == periodic_error::stop;
     j->rt->errors->report(std::current_exception());
   }
   if_stopped.j = nullptr;
   // start_local kept this run on the scheduling loop, where `phase` lives.
   if (stop || j->how == scheduled_job::kind::once || j->cancel_requested.load(std::memory_order_acquire) ||
-      scheduling_loop(j->rt).stopping()) {
+      scheduling_loop(j).stopping()) {
     finish(j);
     co_return;
   }
@@ -105,7 +107,7 @@ void on_arm_message(sched_node* n) noexcept {
   auto* m = static_cast<job_message*>(n);
   scheduled_job* j = m->job;
   delete m;
-  loop& l = scheduling_loop(j->rt);
+  loop& l = scheduling_loop(j);
   if (l.stopping() || j->cancel_requested.load(std::memory_order_acquire)) {
     finish(j);
     return;
@@ -127,8 +129,8 @@ void on_cancel_message(sched_node* n) noexcept {
   j->drop_ref();  // this message's reference
 }
 
-void post_to_scheduler(runtime_impl* rt, sched_node* n) noexcept {
-  loop& l = scheduling_loop(rt);
+void post_to_scheduler(const scheduled_job* j, sched_node* n) noexcept {
+  loop& l = scheduling_loop(j);
   if (this_thread().current_loop == &l) l.push_local(n);
   else l.post(n);
 }
@@ -152,7 +154,7 @@ void schedule_job(runtime_impl* rt, scheduled_job* job) {
   job->gate = g;
   m->run = &on_arm_message;
   m->job = job;
-  post_to_scheduler(rt, m);
+  post_to_scheduler(job, m);
   g->leave();
 }
 
@@ -171,7 +173,7 @@ void cancel_job(scheduled_job* job) noexcept {
   job->add_ref();
   m->run = &on_cancel_message;
   m->job = job;
-  post_to_scheduler(g->rt, m);
+  post_to_scheduler(job, m);
   g->leave();
 }
 

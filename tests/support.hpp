@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -60,6 +61,13 @@ struct exclusive {
   }
   void leave() { inside.fetch_sub(1); }
 };
+
+// Waits from a plain thread until `done` holds, and throws (failing the test
+// with `what`, rather than hanging it) if it does not within `limit`.
+template <class Pred>
+void wait_for(Pred done, const char* what, std::chrono::steady_clock::duration limit = generous) {
+  if (!eventually(done, limit)) throw std::runtime_error(std::string("gave up waiting: ") + what);
+}
 
 // Joins h from a plain thread; true when the task ended with weft::cancelled.
 template <class T>

@@ -30,7 +30,7 @@ TEST_CASE("cancelling a task parked where nothing else would resume it stops it"
   runtime rt(loops(2));
   never::parked = 0;
   auto h = rt.spawn([]() -> task<void> { co_await never{}; }());
-  while (never::parked == 0) std::this_thread::yield();
+  test::wait_for([] { return never::parked > 0; }, "the task to park");
   h.cancel();
   CHECK(finishes_cancelled(h));
 }
@@ -44,7 +44,7 @@ TEST_CASE("cancelling a task that keeps yielding stops it at a yield") {
       co_await yield();
     }
   }(rounds));
-  while (rounds < 100) std::this_thread::yield();
+  test::wait_for([&] { return rounds >= 100; }, "100 rounds of yield");
   h.cancel();
   CHECK(finishes_cancelled(h));
 }
@@ -59,7 +59,7 @@ TEST_CASE("cancelling a task suspended on a join stops it, and the joined task k
     co_await in;
     stopped.pass();
   }(inner, joiner_cancelled));
-  while (never::parked == 0) std::this_thread::yield();
+  test::wait_for([] { return never::parked > 0; }, "the task to park");
   std::this_thread::sleep_for(5ms);  // let outer park on the join (either order is valid)
   outer.cancel();
   CHECK(finishes_cancelled(outer));
@@ -77,10 +77,10 @@ TEST_CASE("a cancel that lands before the next suspension point is not lost") {
     while (!g) {
     }  // compute, no suspension point
     CHECK(this_task::is_cancelled());
-    co_await never{};  // must throw at once instead of parking
+    co_await never{};  // must stop at once instead of parking
     co_return 1;
   }(computing, go_on));
-  while (!computing) std::this_thread::yield();
+  test::wait_for([&] { return computing.load(); }, "the task to start computing");
   h.cancel();
   go_on = true;
   CHECK(finishes_cancelled(h));

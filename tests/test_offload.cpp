@@ -368,3 +368,19 @@ TEST_CASE("completion racing cancellation: each offload either ran or was withdr
 }
 
 }  // TEST_SUITE
+
+TEST_CASE("runtimes destroyed right after their last wake from a pool that outlives them: no use of a freed loop") {
+  // The pool thread finishes the job, posts the wake and kicks the loop; the
+  // task may end, block_on return and the runtime go before the kick is
+  // done. The runtime waits for such wakers before its loops go (ASan and
+  // TSan see a freed loop or a closed eventfd otherwise).
+  bounded_elastic pool(pool_of(2));
+  const int rounds = test::sanitized ? 300 : 2000;
+  int ok = 0;
+  for (int i = 0; i < rounds; ++i) {
+    runtime rt(two_loops());
+    auto job = [i] { return i; };
+    ok += rt.block_on([](bounded_elastic& p, decltype(job) j) -> task<int> { co_return co_await p.run(std::move(j)); }(pool, job)) == i;
+  }
+  CHECK(ok == rounds);
+}

@@ -10,6 +10,10 @@
 
 #include <weft/weft.hpp>
 
+#include "loop.hpp"
+#include "runtime_impl.hpp"
+#include "support.hpp"
+
 using namespace weft;
 using namespace std::chrono_literals;
 
@@ -28,8 +32,17 @@ void run_wakes_under(detail::ring_faults& faults) {
       ++r;
       co_return;
     }(ran));
+    test::wait_for([&] { return h.done(); }, "a spawned task to finish under injected ring faults");
     h.join_blocking();
-    if (round % 20 == 0) std::this_thread::sleep_for(1ms);  // let the loops sleep
+    if (round % 20 == 0) {
+      // Let both loops fall asleep, so the next spawn must wake one through
+      // the (faulty) ring.
+      test::wait_for([&] {
+        for (auto& l : rt.impl().loops)
+          if (!l->sleeping.load()) return false;
+        return true;
+      }, "both loops to fall asleep");
+    }
   }
   CHECK(ran == 200);
 }

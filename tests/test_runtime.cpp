@@ -2,8 +2,13 @@
 // loops and plain threads, work spreading, errors of detached tasks, shutdown.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <string>
 #include <chrono>
 #include <mutex>
 #include <set>
@@ -36,6 +41,29 @@ TEST_CASE("bad options throw invalid_argument naming the option") {
   CHECK_THROWS_WITH_AS(runtime{o}, doctest::Contains("timer_tick"), std::invalid_argument);
   o.timer_tick = -1ms;
   CHECK_THROWS_WITH_AS(runtime{o}, doctest::Contains("timer_tick"), std::invalid_argument);
+}
+
+TEST_CASE("timer_tick is accepted up to 1 s and refused above, with the range in the message") {
+  runtime_options o = loops(1);
+  for (auto bad : {std::chrono::nanoseconds(1s) + 1ns, std::chrono::nanoseconds(1h), std::chrono::nanoseconds::max()}) {
+    o.timer_tick = bad;
+    CHECK_THROWS_WITH_AS(runtime{o}, doctest::Contains("timer_tick must be in (0, 1 s]"), std::invalid_argument);
+  }
+  o.timer_tick = 1s;
+  runtime coarse(o);
+  o.timer_tick = 1ns;
+  runtime fine(o);
+  CHECK(fine.block_on([]() -> task<int> {
+    co_await sleep_for(1ms);
+    co_return 1;
+  }()) == 1);
+}
+
+TEST_CASE("an unknown hardware thread count counts as one: the default pool is not empty") {
+  CHECK(detail::cores_or_one(0) == 1);
+  CHECK(detail::cores_or_one(8) == 8);
+  CHECK(elastic_options{}.max_threads == 10 * detail::cores());
+  CHECK(elastic_options{}.max_threads >= 10);
 }
 
 TEST_CASE("io_uring setup failure throws system_error naming the cause") {
@@ -293,4 +321,44 @@ TEST_CASE("tasks that keep waking each other on one loop do not starve spawns an
   stop = true;
   p1.join_blocking();
   p2.join_blocking();
+}
+
+TEST_CASE("destroying a runtime on one of its own loop threads says what was done wrong, then aborts") {
+  // In a child process: the abort is the expected end. fork() with threads
+  // alive is not supported by the sanitizers' runtimes, so there it is skipped.
+  if (test::sanitized) return;
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    auto* rt = new runtime(loops(1));
+    rt->spawn([](runtime* r) -> task<void> {
+      delete r;  // the mistake: on r's own loop thread
+      co_return;
+    }(rt));
+    std::this_thread::sleep_for(generous);
+    ::_exit(0);  // not reached when the runtime aborts
+  }
+  ::close(fds[1]);
+  int status = 0;
+  const auto give_up = std::chrono::steady_clock::now() + generous;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      FAIL("the child did not end within the bound");
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  std::string err;
+  char buf[512];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, static_cast<std::size_t>(n));
+  ::close(fds[0]);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGABRT);
+  CHECK_MESSAGE(err.find("destroyed on one of its own loop threads") != std::string::npos, err);
+  CHECK(err.find("Destroy it from the thread that created it") != std::string::npos);
 }

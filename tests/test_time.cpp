@@ -54,8 +54,9 @@ TEST_CASE("a zero, negative or past sleep resumes at once and is still a cancell
     co_await sleep_until(clock::time_point::min());
   }());
   auto h = rt.spawn([]() -> task<void> {
-    while (!this_task::is_cancelled()) std::this_thread::yield();
-    co_await sleep_for(0ns);  // must throw
+    const auto give_up = clock::now() + test::generous;
+    while (!this_task::is_cancelled() && clock::now() < give_up) std::this_thread::yield();
+    co_await sleep_for(0ns);  // a cancellation point though it does not wait: stops here
   }());
   h.cancel();
   CHECK_THROWS_AS(h.join_blocking(), cancelled);
@@ -349,6 +350,51 @@ TEST_CASE("fixed-delay runs are spaced by the delay after each run ends") {
   h.cancel();
   std::lock_guard<std::mutex> g(mu);
   for (std::size_t k = 1; k < runs.size(); ++k) CHECK(runs[k].first - runs[k - 1].second >= 5ms);
+}
+
+TEST_CASE("a fixed-rate job whose first time is past runs now and then on the period, replaying nothing") {
+  runtime rt(loops(1));
+  for (clock::duration first : {clock::duration(-1s), clock::duration::min()}) {
+    std::atomic<int> runs{0};
+    const auto t0 = clock::now();
+    auto h = rt.schedule_at_fixed_rate([&runs] { ++runs; }, first, first == clock::duration::min() ? 1h : 20ms);
+    CHECK(eventually([&] { return runs.load() >= 1; }));
+    std::this_thread::sleep_for(50ms);
+    h.cancel();
+    const auto elapsed = clock::now() - t0;
+    // Now, then one per period since: a replay of the missed periods would
+    // be 50+ runs for -1 s at 20 ms, and hundreds of thousands for min().
+    const auto most = 2 + elapsed / 20ms;
+    CHECK_MESSAGE(runs.load() <= most, "first ", first.count(), " ns: ", runs.load(), " runs");
+  }
+  std::atomic<int> delayed{0};
+  auto d = rt.schedule_with_fixed_delay([&delayed] { ++delayed; }, -5s, 1h);
+  CHECK(eventually([&] { return delayed.load() == 1; }));
+  d.cancel();
+}
+
+TEST_CASE("a periodic job scheduled with report_and_continue reports each throw and keeps its schedule") {
+  std::atomic<int> errors{0}, runs{0};
+  runtime_options o = loops(1);
+  o.on_error = [&](std::exception_ptr) { ++errors; };
+  runtime rt(o);
+  auto rate = rt.schedule_at_fixed_rate(
+      [&] {
+        if (++runs % 2 == 0) throw std::runtime_error("every other run fails");
+      },
+      0ms, 1ms, periodic_error::report_and_continue);
+  CHECK(eventually([&] { return runs.load() >= 6; }));
+  rate.cancel();
+  CHECK(errors >= 2);
+  std::atomic<int> delay_runs{0};
+  auto delay = rt.schedule_with_fixed_delay(
+      [&] {
+        ++delay_runs;
+        throw std::runtime_error("always fails");
+      },
+      0ms, 1ms, periodic_error::report_and_continue);
+  CHECK(eventually([&] { return delay_runs.load() >= 3; }));
+  delay.cancel();
 }
 
 TEST_CASE("a periodic job that throws stops, and the error goes to on_error") {

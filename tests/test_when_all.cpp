@@ -110,7 +110,7 @@ TEST_CASE("cancelling the parent of when_all cancels and awaits its children") {
   auto h = rt.spawn([](std::atomic<int>& cc) -> task<void> {
     co_await when_all(park_counting(cc), park_counting(cc), park_counting(cc));
   }(cancelled_children));
-  while (never::parked < 3) std::this_thread::yield();
+  test::wait_for([] { return never::parked >= 3; }, "three children to park");
   h.cancel();
   CHECK_THROWS_AS(h.join_blocking(), cancelled);
   CHECK(cancelled_children == 3);

@@ -60,8 +60,16 @@ enum class rejection_policy {
 // ThreadPoolExecutor's run states, in the only order they are passed through.
 enum class pool_state { running, shutdown, stop, tidying, terminated };
 
+namespace detail {
+// The hardware threads, at least 1: std::thread::hardware_concurrency() may
+// say 0 ("unknown"), which must not make a pool with no threads. `reported`
+// is for tests.
+constexpr unsigned cores_or_one(unsigned reported) noexcept { return reported == 0 ? 1 : reported; }
+inline unsigned cores() noexcept { return cores_or_one(std::thread::hardware_concurrency()); }
+}  // namespace detail
+
 struct elastic_options {
-  unsigned max_threads = 10 * std::thread::hardware_concurrency();
+  unsigned max_threads = 10 * detail::cores();  // 10 per hardware thread (counted as 1 when unknown)
   std::size_t max_queued_per_thread = 100'000;
   std::chrono::milliseconds ttl = std::chrono::seconds(60);  // idle workers above core_threads exit after this
   unsigned core_threads = 0;                                 // kept alive when idle; not started in advance

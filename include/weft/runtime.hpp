@@ -13,6 +13,7 @@
 // shutdown() from a loop thread only starts the shutdown.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -32,9 +33,9 @@
 namespace weft {
 
 struct runtime_options {
-  unsigned loops = 0;              // event-loop threads; 0 = std::thread::hardware_concurrency()
+  unsigned loops = 0;              // event-loop threads; 0 = std::thread::hardware_concurrency() (1 if unknown)
   unsigned ring_entries = 256;     // io_uring submission queue entries per loop
-  std::chrono::nanoseconds timer_tick = std::chrono::milliseconds(1);  // width of a level-0 wheel slot
+  std::chrono::nanoseconds timer_tick = std::chrono::milliseconds(1);  // width of a level-0 wheel slot, (0, 1 s]
   elastic_options blocking{};      // the pool behind offload()
   std::function<void(std::exception_ptr)> on_error;  // a detached task or periodic job threw; default prints to stderr
   // For weft's own fault-injection tests: makes the rings fail on purpose.
@@ -84,22 +85,30 @@ class runtime {
     return detail::make_scheduled(impl_.get(), std::move(fn), detail::scheduled_job::kind::once, t, {});
   }
   // Runs at now + first, then every `period` on a fixed grid; period > 0.
+  // A first delay already past means now (as ScheduledThreadPoolExecutor
+  // treats a negative one): the grid starts then, and no period before it
+  // is replayed.
   template <class F>
     requires detail::schedulable<F>
-  scheduled_handle schedule_at_fixed_rate(F fn, clock::duration first, clock::duration period) {
+  scheduled_handle schedule_at_fixed_rate(F fn, clock::duration first, clock::duration period,
+                                          periodic_error on_error = periodic_error::stop) {
     if (period <= clock::duration::zero())
       throw std::invalid_argument("weft: schedule_at_fixed_rate needs a positive period");
     return detail::make_scheduled(impl_.get(), std::move(fn), detail::scheduled_job::kind::fixed_rate,
-                                  detail::deadline_after(first), period);
+                                  detail::deadline_after(std::max(first, clock::duration::zero())), period,
+                                  on_error);
   }
-  // Runs at now + first, then `delay` after each run ends; delay > 0.
+  // Runs at now + first (now, if first <= 0), then `delay` after each run
+  // ends; delay > 0.
   template <class F>
     requires detail::schedulable<F>
-  scheduled_handle schedule_with_fixed_delay(F fn, clock::duration first, clock::duration delay) {
+  scheduled_handle schedule_with_fixed_delay(F fn, clock::duration first, clock::duration delay,
+                                             periodic_error on_error = periodic_error::stop) {
     if (delay <= clock::duration::zero())
       throw std::invalid_argument("weft: schedule_with_fixed_delay needs a positive delay");
     return detail::make_scheduled(impl_.get(), std::move(fn), detail::scheduled_job::kind::fixed_delay,
-                                  detail::deadline_after(first), delay);
+                                  detail::deadline_after(std::max(first, clock::duration::zero())), delay,
+                                  on_error);
   }
 
   bounded_elastic& blocking() noexcept;

@@ -6,7 +6,9 @@
 // equal due times run in the order they were scheduled; a fixed-rate job that
 // overran runs its missed turns back to back, never overlapping itself; a
 // fixed-delay job waits `delay` after each run ends; an exception thrown by a
-// run stops the later runs and goes to runtime_options::on_error; cancel()
+// run goes to runtime_options::on_error and stops the later runs, unless the
+// job was scheduled with periodic_error::report_and_continue; a first time or
+// delay already past means now (missed periods are never replayed); cancel()
 // stops future runs, and a run in progress finishes.
 //
 // How: every scheduled job of a runtime lives on its first loop (the
@@ -57,6 +59,18 @@ struct scheduled_fn final : scheduled_work {
 template <class F>
 concept schedulable = std::is_invocable_r_v<task<void>, F&> || std::is_invocable_r_v<void, F&>;
 
+}  // namespace detail
+
+// What an exception thrown by a periodic job does to its later runs (it is
+// reported through runtime_options::on_error either way). Pass it as the last
+// argument of schedule_at_fixed_rate / schedule_with_fixed_delay.
+enum class periodic_error {
+  stop,                 // no later runs (ScheduledThreadPoolExecutor's rule; the default)
+  report_and_continue,  // keep the schedule (Spring's default for repeating tasks)
+};
+
+namespace detail {
+
 struct scheduled_job : timer_node {
   enum class kind : std::uint8_t { once, fixed_rate, fixed_delay };
   enum class phase : std::uint8_t { posted, armed, running, done };  // scheduling loop only
@@ -65,6 +79,7 @@ struct scheduled_job : timer_node {
   std::atomic<bool> cancel_requested{false};
   std::unique_ptr<scheduled_work> work;
   kind how = kind::once;
+  periodic_error on_error = periodic_error::stop;
   phase at = phase::posted;
   clock::time_point due;
   clock::duration period{};
@@ -124,10 +139,11 @@ class scheduled_handle {
 namespace detail {
 template <class F>
 scheduled_handle make_scheduled(runtime_impl* rt, F&& fn, scheduled_job::kind how, clock::time_point first,
-                                clock::duration period) {
+                                clock::duration period, periodic_error on_error = periodic_error::stop) {
   auto* job = new scheduled_job;
   job->work = std::make_unique<scheduled_fn<std::decay_t<F>>>(std::forward<F>(fn));
   job->how = how;
+  job->on_error = on_error;
   job->due = first;
   job->period = period;
   job->rt = rt;

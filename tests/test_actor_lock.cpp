@@ -714,3 +714,12 @@ TEST_CASE("shutting the runtime down with a holder, waiters and a leased block l
   CHECK(lock.waiters() == 0);
   CHECK_FALSE(leased.locked());
 }
+
+TEST_CASE("default lock options: 3 s to acquire and a 3 s lease, as the seed") {
+  const lock_options o;
+  CHECK(o.acquire_timeout == std::chrono::seconds(3));
+  CHECK(o.lease_timeout == std::chrono::seconds(3));
+  keyed_lock keys;
+  CHECK(keys.defaults().acquire_timeout == std::chrono::seconds(3));
+  CHECK(keys.defaults().lease_timeout == std::chrono::seconds(3));
+}

@@ -694,3 +694,30 @@ TEST_CASE("figures are consistent at quiescence") {
 }
 
 }  // TEST_SUITE
+
+// ---- the seed's defaults (Reactor's BoundedElasticScheduler) -------------------
+
+TEST_CASE("default options: 10 threads per core, 100,000 queued per thread, a 60 s idle TTL, no core threads") {
+  const elastic_options o;
+  CHECK(o.max_threads == 10 * weft::detail::cores());
+  CHECK(o.max_queued_per_thread == 100'000);
+  CHECK(o.ttl == std::chrono::seconds(60));
+  CHECK(o.core_threads == 0);
+  CHECK(o.on_reject == rejection_policy::abort);
+}
+
+TEST_CASE("the default queue bound shows: a worker takes 100,000 queued jobs and refuses the next") {
+  elastic_options o;  // the default max_queued_per_thread
+  o.max_threads = 1;
+  bounded_elastic pool(o);
+  gate g;
+  occupy(pool, g);  // the one worker is busy: every later job queues
+  std::atomic<int> ran{0};
+  for (std::size_t i = 0; i < o.max_queued_per_thread; ++i) pool.execute([&ran] { ++ran; });
+  CHECK(pool.stats().queued == 100'000);
+  CHECK_THROWS_AS(pool.execute([&ran] { ++ran; }), weft::rejected_execution);
+  g.open();
+  pool.shutdown();
+  CHECK(pool.await_termination(hang_limit));
+  CHECK(ran == 100'000);
+}

@@ -943,6 +943,24 @@ TEST_CASE("a blocking job whose caller stops while it waits in the pool's queue 
   CHECK(settled(s, 0, 0));
 }
 
+TEST_CASE("default coordinator options show: one job runs, fifty wait, the fifty-second is refused") {
+  const coordinator_options defaults;
+  CHECK(defaults.max_concurrency == 1);
+  CHECK(defaults.max_queue == 50);
+  runtime rt(loops(2));
+  coordinator c;  // the defaults
+  gate g;
+  occupancy occ;
+  std::vector<join_handle<int>> hs;
+  for (int i = 0; i < 51; ++i) hs.push_back(rt.spawn(gated_call(c, g, occ, i)));
+  REQUIRE(eventually_within([&] { return settled(c.stats(), 1, 50); }));
+  auto refused = rt.spawn(gated_call(c, g, occ, 51));
+  CHECK(outcome_of(refused) == "too_many_tasks: Work in progress 52 exceeds 51 jobs in coordinator");
+  g.open();
+  for (int i = 0; i < 51; ++i) CHECK(hs[i].join_blocking() == i);
+  CHECK(occ.most == 1);
+}
+
 // ---- lifetime ------------------------------------------------------------------
 
 TEST_CASE("a coordinator destroyed while detached jobs run and wait lets them finish") {

@@ -299,7 +299,8 @@ elastic_core::elastic_core(elastic_options o) : opt((validate(o), std::move(o)))
 admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
   elastic_core& c = *pc;
   std::unique_lock lk(c.mu);
-  ++c.submitted;
+  // `submitted` counts a job once the pool has accepted it (queued or handed
+  // to a worker); a refusal counts in `rejected` only (elastic_stats).
   if (c.state.load() != pool_state::running) {
     ++c.rejected;
     if (c.opt.on_reject == rejection_policy::abort) {
@@ -364,6 +365,7 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
         }
         job_node* evicted = w->queue.pop_front();
         w->queue.push_back(n);
+        ++c.submitted;  // the new job is accepted; the evicted one was counted when it was
         lk.unlock();
         evicted->ops->drop(evicted, evicted_msg);
         return admitted::queued;
@@ -373,6 +375,7 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
 
   w->queue.push_back(n);
   ++c.queued;
+  ++c.submitted;
   lk.unlock();
   // Worker objects outlive their threads (see elastic_core.hpp), so this is
   // safe even if the worker has already run the job and aged out.
@@ -385,8 +388,7 @@ bool elastic_withdraw(elastic_core* c, job_node* n) noexcept {
   if (!n->queue) return false;
   static_cast<elastic_queue*>(n->queue)->unlink(n);
   --c->queued;
-  ++c->completed;
-  ++c->withdrawn;
+  ++c->withdrawn;  // never ran: not completed
   return true;
 }
 
@@ -467,7 +469,7 @@ std::vector<job> bounded_elastic::shutdown_now() {
     for (auto& w : core_->slots) {
       while (detail::job_node* n = w->queue.pop_front()) unrun.emplace_back(n);
     }
-    core_->rejected += unrun.size();
+    core_->returned += unrun.size();  // accepted, handed back unrun: not rejected
     core_->queued = 0;
     sleepers = core_->idle;
     if (core_->live == 0 && core_->state.load() == pool_state::stop) detail::terminate_locked(*core_);
@@ -509,6 +511,7 @@ elastic_stats bounded_elastic::stats() const {
   s.completed = c.completed;
   s.rejected = c.rejected;
   s.withdrawn = c.withdrawn;
+  s.returned = c.returned;
   return s;
 }
 

@@ -73,7 +73,7 @@ struct elastic_core {
   std::vector<elastic_worker*> idle;                   // a stack: the most recently idle is reused first,
                                                         // so surplus workers stay idle and age out by ttl
   std::size_t live = 0, active = 0, queued = 0, largest = 0;
-  std::uint64_t submitted = 0, completed = 0, rejected = 0, withdrawn = 0;
+  std::uint64_t submitted = 0, completed = 0, rejected = 0, withdrawn = 0, returned = 0;  // see elastic_stats
   // The wake chain (lib/bounded_elastic.cpp, pass_baton_locked): workers
   // handed a job but not woken yet, oldest first, and how many woken workers
   // are still to pass the baton on (0 or 1 in practice). Invariant: if

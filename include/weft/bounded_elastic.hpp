@@ -85,20 +85,24 @@ struct elastic_options {
   std::function<bool()> fail_thread_start;
 };
 
-// The figures ThreadPoolExecutor exposes. At quiescence (nothing being
-// submitted or finishing) submitted == completed + rejected + queued + active.
+// The figures ThreadPoolExecutor exposes, each counting every job once. At
+// quiescence (nothing being submitted or finishing)
+//   submitted == completed + withdrawn + returned + queued + active + evicted,
+// where `evicted` are the queued jobs discard_oldest dropped (counted in
+// `rejected` as well, the one overlap).
 struct elastic_stats {
   std::size_t pool_size = 0;          // live worker threads
   std::size_t active = 0;             // jobs running now
   std::size_t idle = 0;               // workers waiting for work
   std::size_t largest_pool_size = 0;  // the most live workers ever at once
   std::size_t queued = 0;             // jobs waiting in worker queues
-  std::uint64_t submitted = 0;        // every execute/submit/run, accepted or not
-  std::uint64_t completed = 0;        // jobs run to the end (normally or by throwing), plus `withdrawn`
-  std::uint64_t rejected = 0;         // jobs the pool refused or gave up on unrun: refused at submit
-                                      // (whatever the policy then did), evicted by discard_oldest,
-                                      // or handed back by shutdown_now()
-  std::uint64_t withdrawn = 0;        // of `completed`: queued jobs removed unrun because their awaiter was cancelled
+  std::uint64_t submitted = 0;        // jobs the pool accepted (queued or handed to a worker); refusals excluded
+  std::uint64_t completed = 0;        // accepted jobs a worker ran to the end (normally or by throwing)
+  std::uint64_t rejected = 0;         // jobs refused at submission (whatever the policy then did: thrown,
+                                      // run by the caller, discarded), plus queued jobs evicted by
+                                      // discard_oldest
+  std::uint64_t withdrawn = 0;        // accepted jobs removed from the queue unrun: their awaiter was cancelled
+  std::uint64_t returned = 0;         // accepted jobs handed back unrun by shutdown_now()
 };
 
 class bounded_elastic;

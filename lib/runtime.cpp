@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -122,22 +123,44 @@ std::uint64_t runtime_impl::live() const noexcept {
   return started - done;
 }
 
-void runtime_impl::shutdown() {
+void runtime_impl::shutdown() { shutdown_for(std::chrono::nanoseconds::max()); }
+
+bool runtime_impl::shutdown_for(std::chrono::nanoseconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = limit >= std::chrono::steady_clock::time_point::max() - start
+                            ? std::chrono::steady_clock::time_point::max()
+                            : start + limit;
   if (!stopping.exchange(true))
     for (auto& l : loops) l->begin_stop();
   loop* cur = this_thread().current_loop;
-  if (cur != nullptr && &cur->rt == this) return;  // cannot wait for ourselves
+  if (cur != nullptr && &cur->rt == this) return false;  // cannot wait for ourselves
   std::lock_guard<std::mutex> g(shutdown_mu_);
-  if (joined_) return;
-  // Cancelled tasks stop on their loops; a millisecond poll is fine for a
-  // once-per-runtime wait, and needs no wake-up path from every completion.
-  while (live() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  gate->close();  // a schedule or cancel racing us has posted by now, or never will
-  for (auto& l : loops) l->quit();
-  for (auto& t : threads_) t.join();
-  joined_ = true;
-  pool.shutdown();
-  pool.await_termination(std::chrono::nanoseconds::max());
+  if (!joined_) {
+    // Cancelled tasks stop on their loops (a task awaiting a running offload
+    // stops only once the job returns); a millisecond poll is fine for a
+    // once-per-runtime wait, and needs no wake-up path from every completion.
+    while (live() != 0) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        abandoned_ = true;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    gate->close();  // a schedule or cancel racing us has posted by now, or never will
+    for (auto& l : loops) l->quit();
+    for (auto& t : threads_) t.join();
+    joined_ = true;
+    pool.shutdown();
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (pool.await_termination(deadline == std::chrono::steady_clock::time_point::max()
+                                 ? std::chrono::nanoseconds::max()
+                                 : std::chrono::nanoseconds(std::max(deadline - now, std::chrono::steady_clock::duration::zero())))) {
+    abandoned_ = false;
+    return true;
+  }
+  abandoned_ = true;  // a fire-and-forget pool job is still running
+  return false;
 }
 
 runtime_stats runtime_impl::stats() const {
@@ -170,11 +193,26 @@ runtime::~runtime() {
     std::fflush(stderr);
     std::abort();
   }
+  if (impl_->abandoned()) {
+    // A shutdown_for ran out of time: work is still running on this
+    // runtime's threads and must find its loops, pool and frames intact. The
+    // runtime is handed to a thread of its own that finishes the shutdown
+    // whenever that work ends, then frees it (or the process exits first).
+    std::thread([impl = impl_.release()] {
+      impl->shutdown();
+      delete impl;
+    }).detach();
+    return;
+  }
   impl_->shutdown();
 }
 bounded_elastic& runtime::blocking() noexcept { return impl_->pool; }
 unsigned runtime::loops() const noexcept { return static_cast<unsigned>(impl_->loops.size()); }
 void runtime::shutdown() { impl_->shutdown(); }
+bool runtime::shutdown_for(clock::duration limit) {
+  return impl_->shutdown_for(std::max(std::chrono::duration_cast<std::chrono::nanoseconds>(limit),
+                                      std::chrono::nanoseconds::zero()));
+}
 runtime_stats runtime::stats() const { return impl_->stats(); }
 
 runtime* runtime::current() noexcept {

@@ -42,6 +42,10 @@ class runtime_impl {
   bool any_fresh_work() const noexcept;
   std::uint64_t live() const noexcept;
   void shutdown();
+  // shutdown() that waits at most `limit`; false when tasks or pool jobs were
+  // still running then (the runtime is then abandoned: see ~runtime).
+  bool shutdown_for(std::chrono::nanoseconds limit);
+  bool abandoned() const noexcept { return abandoned_.load(); }
   runtime_stats stats() const;
 
   runtime& pub;
@@ -72,6 +76,7 @@ class runtime_impl {
   std::atomic<std::uint64_t> foreign_spawned_{0};
   std::mutex shutdown_mu_;
   bool joined_ = false;
+  std::atomic<bool> abandoned_{false};  // a shutdown_for ran out of time
 };
 
 }  // namespace weft::detail

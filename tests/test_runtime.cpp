@@ -10,6 +10,7 @@
 #include <csignal>
 #include <string>
 #include <chrono>
+#include <latch>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -361,4 +362,47 @@ TEST_CASE("destroying a runtime on one of its own loop threads says what was don
   CHECK(WTERMSIG(status) == SIGABRT);
   CHECK_MESSAGE(err.find("destroyed on one of its own loop threads") != std::string::npos, err);
   CHECK(err.find("Destroy it from the thread that created it") != std::string::npos);
+}
+
+TEST_CASE("shutdown_for returns false within its limit while a job ignores its stop, and frees nothing under it") {
+  std::latch release(1);
+  std::atomic<bool> job_started{false}, job_done{false}, frame_gone{false};
+  {
+    auto rt = std::make_unique<runtime>(loops(2));
+    auto h = rt->spawn([](std::latch& l, std::atomic<bool>& st, std::atomic<bool>& d,
+                          std::atomic<bool>& fg) -> task<void> {
+      test::at_exit gone{[&fg] { fg = true; }};
+      int local = 0;  // the job writes into this frame after the shutdown gave up
+      auto job = [&l, &st, &d, &local] {
+        st = true;
+        l.wait();  // blocked, deaf to any stop request
+        local = 7;
+        d = true;
+      };
+      co_await offload(std::move(job));
+    }(release, job_started, job_done, frame_gone));
+    test::wait_for([&] { return job_started.load(); }, "the job to start");
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_FALSE(rt->shutdown_for(50ms));
+    CHECK(std::chrono::steady_clock::now() - t0 >= 50ms);
+    CHECK(std::chrono::steady_clock::now() - t0 < generous);
+    CHECK_FALSE(frame_gone);  // the task waits for its job: its frame is intact
+    h = {};
+    rt.reset();  // abandoned: finished by a thread of its own once the job ends
+  }
+  release.count_down();
+  test::wait_for([&] { return job_done.load() && frame_gone.load(); }, "the job to end and its task to stop");
+}
+
+TEST_CASE("shutdown_for with nothing stuck stops every task and returns true") {
+  runtime rt(loops(2));
+  never::parked = 0;
+  auto h = rt.spawn([]() -> task<void> { co_await sleep_for(1h); }());
+  auto p = rt.spawn([]() -> task<void> { co_await never{}; }());
+  test::wait_for([] { return never::parked == 1; }, "a task to park");
+  CHECK(rt.shutdown_for(generous));
+  CHECK(rt.stats().live_tasks == 0);
+  CHECK(finishes_cancelled(h));
+  CHECK(finishes_cancelled(p));
+  CHECK(rt.shutdown_for(0ms));  // idempotent, and nothing left to wait for
 }

@@ -113,7 +113,17 @@ class runtime {
 
   bounded_elastic& blocking() noexcept;
   unsigned loops() const noexcept;
+  // Idempotent: new spawns throw rejected_execution, live tasks are cancelled
+  // and awaited (a task awaiting a running offloaded job waits for it), the
+  // loops are joined and the pool is shut down and awaited.
   void shutdown();
+  // shutdown() that waits at most `limit` (Spring's awaitTermination,
+  // Reactor's disposeGracefully). True when everything ended in time. False
+  // when work was still running then (say a job blocked in a system call):
+  // it is left to finish on its own, and nothing it uses is freed under it —
+  // if the runtime is then destroyed, its threads and memory are handed to a
+  // detached thread that completes the shutdown when that work ends.
+  bool shutdown_for(clock::duration limit);
   runtime_stats stats() const;
   static runtime* current() noexcept;  // nullptr off a loop thread
 

@@ -2,6 +2,7 @@
 // loops and plain threads, work spreading, errors of detached tasks, shutdown.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -333,6 +334,12 @@ TEST_CASE("destroying a runtime on one of its own loop threads says what was don
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
+    // The child's abort is the expected end: doctest's crash handler, which
+    // the child inherited, must not report it (nor print anything to the
+    // suite's output).
+    std::signal(SIGABRT, SIG_DFL);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    if (devnull >= 0) ::dup2(devnull, 1);
     ::dup2(fds[1], 2);
     ::close(fds[0]);
     auto* rt = new runtime(loops(1));

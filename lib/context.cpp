@@ -120,11 +120,7 @@ void claim_context(sched_node* n) noexcept {
     return;
   }
   l->link_live(ctx);
-  thread_state& ts = this_thread();
-  task_context* outer = ts.current;
-  ts.current = ctx;
-  drive(ctx->resume_point);  // may finish and free ctx
-  ts.current = outer;
+  run_context(ctx);
 }
 
 void finish_root(task_context* ctx) noexcept { finish_context(ctx, true, false); }

@@ -164,7 +164,6 @@ void coord_ticket::await_resume() {
     throw too_many_tasks(refused_at_, static_cast<std::size_t>(state_->limit), state_->name);
   // Granted (a withdrawn caller was cancelled, and is stopped, never resumed).
   assert(phase_ == phase::granted);
-  ran_ = true;
 }
 
 void coord_ticket::cancel_while_queued(cancel_hook* h) noexcept {

@@ -135,10 +135,10 @@ struct tenants_state {
 
   const coordinator_options per_tenant;
   std::array<shard, shard_count> shards;
-  // relaxed: a figure for size(); whoever needs it to reflect finished jobs
-  // already synchronised with them (joined them).
   // Set by ~tenants (seq_cst), read by leases that make a coordinator.
   std::atomic<bool> closed{false};
+  // relaxed: a figure for size(); whoever needs it to reflect finished jobs
+  // already synchronised with them (joined them).
   std::atomic<std::size_t> live{0};
   // The tenants object, plus one per entry: shards stay alive while a job
   // may still reach them to remove its tenant. seq_cst, as `word` above.

@@ -88,7 +88,7 @@ void loop::post(sched_node* n) noexcept {
   loop* cur = this_thread().current_loop;
   if (cur != nullptr && &cur->rt == &rt) {
     inbox_.push(n);
-    kick_soon();
+    kick_soon(cur);
     return;
   }
   outside_wake([&] {
@@ -106,9 +106,8 @@ void loop::outside_wake(F publish_and_kick) noexcept {
   rt.outside_wakers.fetch_sub(1, std::memory_order_release);
 }
 
-void loop::kick_soon() noexcept {
-  loop* cur = this_thread().current_loop;
-  if (cur != nullptr && cur != this && &cur->rt == &rt && index < 64) {
+void loop::kick_soon(loop* cur) noexcept {
+  if (cur != this && index < 64) {
     cur->kick_mask_ |= std::uint64_t{1} << index;
     return;
   }

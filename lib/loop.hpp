@@ -56,10 +56,6 @@ class loop {
   void post(sched_node* n) noexcept;
   void push_fresh(sched_node* c) noexcept;
   void kick() noexcept;                 // wake the loop if it is asleep, now
-  // Like kick(), but from another loop of the same runtime it is deferred to
-  // the end of that loop's current batch, so a burst of messages to one
-  // sleeping loop costs one eventfd write, not one each.
-  void kick_soon() noexcept;
   void begin_stop() noexcept;           // cancel every live task, refuse to start new ones
   void quit() noexcept;                 // leave run() once the queues are empty
 
@@ -100,6 +96,10 @@ class loop {
   void arm_timeout(std::int64_t deadline_ns) noexcept;
   bool has_visible_work() const noexcept;
   void flush_kicks() noexcept;
+  // Like kick(), but deferred to the end of `cur`'s current batch (cur: the
+  // calling loop, of the same runtime), so a burst of messages to one
+  // sleeping loop costs one eventfd write, not one each.
+  void kick_soon(loop* cur) noexcept;
   // Publishes and kicks from outside this runtime's loops, counted in
   // rt.outside_wakers so that the runtime outlives the kick (runtime_impl.hpp).
   template <class F>

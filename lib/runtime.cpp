@@ -126,10 +126,10 @@ std::uint64_t runtime_impl::live() const noexcept {
 void runtime_impl::shutdown() { shutdown_for(std::chrono::nanoseconds::max()); }
 
 bool runtime_impl::shutdown_for(std::chrono::nanoseconds limit) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = limit >= std::chrono::steady_clock::time_point::max() - start
-                            ? std::chrono::steady_clock::time_point::max()
-                            : start + limit;
+  using steady = std::chrono::steady_clock;
+  const auto start = steady::now();
+  const bool forever = limit >= steady::time_point::max() - start;
+  const auto deadline = forever ? steady::time_point::max() : start + limit;
   if (!stopping.exchange(true))
     for (auto& l : loops) l->begin_stop();
   loop* cur = this_thread().current_loop;
@@ -140,7 +140,7 @@ bool runtime_impl::shutdown_for(std::chrono::nanoseconds limit) {
     // stops only once the job returns); a millisecond poll is fine for a
     // once-per-runtime wait, and needs no wake-up path from every completion.
     while (live() != 0) {
-      if (std::chrono::steady_clock::now() >= deadline) {
+      if (steady::now() >= deadline) {
         abandoned_ = true;
         return false;
       }
@@ -152,10 +152,9 @@ bool runtime_impl::shutdown_for(std::chrono::nanoseconds limit) {
     joined_ = true;
     pool.shutdown();
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (pool.await_termination(deadline == std::chrono::steady_clock::time_point::max()
-                                 ? std::chrono::nanoseconds::max()
-                                 : std::chrono::nanoseconds(std::max(deadline - now, std::chrono::steady_clock::duration::zero())))) {
+  const auto left = forever ? std::chrono::nanoseconds::max()
+                            : std::max<std::chrono::nanoseconds>(deadline - steady::now(), std::chrono::nanoseconds::zero());
+  if (pool.await_termination(left)) {
     abandoned_ = false;
     return true;
   }

@@ -26,7 +26,7 @@ struct job_message : sched_node {
   scheduled_job* job;
 };
 
-loop& scheduling_loop(const scheduled_job* j) noexcept { return *j->rt->loops.front(); }
+loop& scheduling_loop(runtime_impl* rt) noexcept { return *rt->loops.front(); }
 
 void link(loop& l, scheduled_job* j) noexcept {
   j->prev = nullptr;
@@ -36,7 +36,7 @@ void link(loop& l, scheduled_job* j) noexcept {
 }
 
 void finish(scheduled_job* j) noexcept {
-  loop& l = scheduling_loop(j);
+  loop& l = scheduling_loop(j->rt);
   if (j->at == scheduled_job::phase::armed || j->at == scheduled_job::phase::running) {
     if (j->prev) j->prev->next = j->next;
     else l.scheduled_jobs = j->next;
@@ -82,7 +82,7 @@ task<void> run_job(scheduled_job* j) {
   if_stopped.j = nullptr;
   // start_local kept this run on the scheduling loop, where `phase` lives.
   if (stop || j->how == scheduled_job::kind::once || j->cancel_requested.load(std::memory_order_acquire) ||
-      scheduling_loop(j).stopping()) {
+      scheduling_loop(j->rt).stopping()) {
     finish(j);
     co_return;
   }
@@ -107,7 +107,7 @@ void on_arm_message(sched_node* n) noexcept {
   auto* m = static_cast<job_message*>(n);
   scheduled_job* j = m->job;
   delete m;
-  loop& l = scheduling_loop(j);
+  loop& l = scheduling_loop(j->rt);
   if (l.stopping() || j->cancel_requested.load(std::memory_order_acquire)) {
     finish(j);
     return;
@@ -129,8 +129,8 @@ void on_cancel_message(sched_node* n) noexcept {
   j->drop_ref();  // this message's reference
 }
 
-void post_to_scheduler(const scheduled_job* j, sched_node* n) noexcept {
-  loop& l = scheduling_loop(j);
+void post_to_scheduler(runtime_impl* rt, sched_node* n) noexcept {
+  loop& l = scheduling_loop(rt);
   if (this_thread().current_loop == &l) l.push_local(n);
   else l.post(n);
 }
@@ -154,7 +154,7 @@ void schedule_job(runtime_impl* rt, scheduled_job* job) {
   job->gate = g;
   m->run = &on_arm_message;
   m->job = job;
-  post_to_scheduler(job, m);
+  post_to_scheduler(rt, m);
   g->leave();
 }
 
@@ -173,7 +173,7 @@ void cancel_job(scheduled_job* job) noexcept {
   job->add_ref();
   m->run = &on_cancel_message;
   m->job = job;
-  post_to_scheduler(job, m);
+  post_to_scheduler(g->rt, m);
   g->leave();
 }
 

@@ -126,12 +126,10 @@ class coord_ticket final : cancel_hook {
   bool await_suspend(std::coroutine_handle<> h);
   // Throws too_many_tasks if refused; otherwise the job holds a slot and runs.
   void await_resume();
-  // A blocking job counts as run only once the pool starts it: run_coordinated
-  // hands this flag to the job (start_marked), cleared here.
-  bool* ran_flag() noexcept {
-    ran_ = false;
-    return &ran_;
-  }
+  // Where the job counts as started (else its granted slot goes back unrun,
+  // counted withdrawn): run_coordinated sets it before a coroutine job runs,
+  // and a blocking job sets it on the pool thread (start_marked).
+  bool* ran_flag() noexcept { return &ran_; }
 
  private:
   friend struct coordinator_state;
@@ -147,7 +145,7 @@ class coord_ticket final : cancel_hook {
   coord_ticket* next_ = nullptr;
   phase phase_ = phase::outside;
   bool closed_out_ = false;  // refused because the coordinator is closed
-  bool ran_ = false;  // the job started (else a granted slot goes back unrun, counted withdrawn)
+  bool ran_ = false;  // the job started (see ran_flag)
   std::size_t refused_at_ = 0;    // refused: the work in progress it would have made
   // The job's unit of work in progress has been given back. A CAS from false
   // is the only way to give it back, so it happens once whatever path (the
@@ -187,6 +185,7 @@ task<coordinated_result_t<F>> run_coordinated(Source src, F job) {
   coord_ticket ticket(lease.state());
   co_await ticket;
   if constexpr (coroutine_job<F>) {
+    *ticket.ran_flag() = true;
     // `job` stays in this frame until its task has finished.
     co_return co_await std::invoke(job);
   } else {

@@ -65,11 +65,7 @@ struct promise_base {
       if (p.continuation) {
         thread_state& ts = this_thread();
         if (ts.current != nullptr) ts.current->top = p.parent;  // the awaiter is innermost again
-        if (ts.active != nullptr) {
-          ts.active->next = p.continuation;  // see transfer()
-          return std::noop_coroutine();
-        }
-        return p.continuation;
+        return transfer(ts, p.continuation);
       }
       // A root: the owner destroys this frame inside finish_root, so nothing
       // of the frame (this awaiter included) may be touched after the call.
@@ -174,11 +170,7 @@ class [[nodiscard]] task {
       if constexpr (std::is_base_of_v<detail::promise_base, P>) callee.parent = &awaiting.promise();
       detail::thread_state& ts = detail::this_thread();
       if (ts.current != nullptr) ts.current->top = &callee;
-      if (ts.active != nullptr) {
-        ts.active->next = *slot;  // see detail::transfer()
-        return std::noop_coroutine();
-      }
-      return *slot;
+      return detail::transfer(ts, *slot);
     }
     T await_resume() {
       if (!*slot) throw std::logic_error("weft: co_await on an empty task (moved from or already awaited)");

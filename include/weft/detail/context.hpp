@@ -139,12 +139,15 @@ inline task_context* current_context() noexcept { return this_thread().current; 
 // symmetric transfer relies on (GCC does not at -O0 or under sanitizers).
 // Outside a driver (a foreign coroutine awaiting a weft task) it is plain
 // symmetric transfer.
-inline std::coroutine_handle<> transfer(std::coroutine_handle<> next) noexcept {
-  if (driver* d = this_thread().active) {
+inline std::coroutine_handle<> transfer(thread_state& ts, std::coroutine_handle<> next) noexcept {
+  if (driver* d = ts.active) {
     d->next = next;
     return std::noop_coroutine();
   }
   return next;
+}
+inline std::coroutine_handle<> transfer(std::coroutine_handle<> next) noexcept {
+  return transfer(this_thread(), next);
 }
 
 // Resume `h` and everything it transfers to, until the chain parks.

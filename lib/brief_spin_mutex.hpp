@@ -12,6 +12,8 @@
 
 #include <mutex>
 
+#include "cpu_relax.hpp"
+
 namespace weft::detail {
 
 class brief_spin_mutex {
@@ -19,9 +21,7 @@ class brief_spin_mutex {
   void lock() noexcept {
     for (int i = 0; i < spin_tries; ++i) {
       if (m_.try_lock()) return;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
+      cpu_relax();
     }
     m_.lock();
   }

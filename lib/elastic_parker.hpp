@@ -22,6 +22,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cpu_relax.hpp"
+
 namespace weft::detail {
 
 class elastic_parker {
@@ -51,7 +53,7 @@ class elastic_parker {
         if (state_.load(std::memory_order_relaxed) == notified_ &&
             state_.exchange(empty_, std::memory_order_acquire) == notified_)
           return true;
-        __builtin_ia32_pause();
+        cpu_relax();
       }
     } while (clock::now() < spin_until);
     // acquire: pairs with unpark's release. notified -> empty returns at

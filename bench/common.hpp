@@ -101,4 +101,32 @@ class json_line {
   std::string body_;
 };
 
+// W7's figures, computed the same way for both sides: from each pinger's
+// largest gap and round count and from every sleeper wake's lateness (all
+// in ns). Fails the check (as `system`) if a sleeper woke early.
+struct w7_pinger {
+  std::int64_t max_gap = 0;
+  long rounds = 0;
+};
+inline void print_w7(const char* system, const std::vector<w7_pinger>& pings,
+                     const std::vector<std::vector<std::int64_t>>& lates) {
+  std::vector<double> gaps_us;
+  long rounds = 0;
+  for (const auto& x : pings) {
+    gaps_us.push_back(static_cast<double>(x.max_gap) / 1e3);
+    rounds += x.rounds;
+  }
+  std::vector<double> late_us;
+  for (const auto& v : lates)
+    for (std::int64_t l : v) {
+      if (l < 0) fail(system, "W7", "a sleeper woke " + std::to_string(-l) + " ns early");
+      late_us.push_back(static_cast<double>(l) / 1e3);
+    }
+  json_line(system, "W7")
+      .num("yield_gap_p99_us", percentile(gaps_us, 99))
+      .num("sleep_late_p99_us", percentile(late_us, 99))
+      .num("rounds", static_cast<double>(rounds))
+      .print();
+}
+
 }  // namespace bench

@@ -142,7 +142,7 @@ bool lock_actor::grant(lock_waiter* w, lock_waiter* self) noexcept {
   }
   std::uint8_t expected = lock_waiter::pending;
   // acq_rel: one winner between the grant and the waiter's cancel hook or
-  // timer on its home loop; the waiter reads the outcome after the wake.
+  // timer (on other loops); the waiter reads the outcome after the wake.
   if (!w->claim.compare_exchange_strong(expected, lock_waiter::granted, std::memory_order_acq_rel,
                                         std::memory_order_relaxed))
     return false;  // it withdrew first; its withdraw message is on its way

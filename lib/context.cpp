@@ -1,14 +1,20 @@
 // lib/context.cpp — the task_context protocol of detail/context.hpp: starting,
-// running, waking, cancelling, stopping and finishing contexts on their home
-// loops.
+// running, waking, cancelling, stopping and finishing contexts on whichever
+// loop runs them.
 //
-// The flags word settles every race between threads in one atomic:
-//  * claim (home loop) sets started_bit; a cancel that found it unset leaves
-//    the claim to notice cancel_bit and drop the task unrun (stopped).
-//  * a cancel of a started context sets cancel_bit and delivery_bit in one
-//    CAS and queues the delivery; finishing sets done_bit. Whichever of the
-//    delivery and the finish happens second (both on the home loop) reports
-//    the context quiesced, so its owner never frees it under a delivery.
+// The flags word settles every race between threads in one atomic (its
+// states are listed next to it in context.hpp):
+//  * wake() and request_cancel() move a parked context to queued with one CAS
+//    and push it; a context that is queued or running only gets their bit,
+//    so it is never in two queues and never runs on two loops.
+//  * A run starts with a CAS from queued to running that also takes woken:
+//    with it, the wait is over (resume, or stop if cancelled); without it,
+//    the context was queued by a cancel while parked, and the run hands the
+//    cancellation to its hook. The run ends with a CAS that drops running
+//    and, if a wake came meanwhile, queues the context again on this loop.
+//  * Every CAS is acq_rel: the release side hands the runner's fields (hook,
+//    resume_point, top, the frames) to the next runner or waker, the acquire
+//    side takes them.
 //
 // Stopping (stop_strand) is iterative: each frame from `top` outwards is
 // destroyed on its own, after the task object in its parent that owns it is
@@ -48,15 +54,19 @@ void drive(std::coroutine_handle<> h) noexcept {
 
 namespace {
 
+using tc = task_context;
+
 void finish_context(task_context* ctx, bool linked, bool stopped) noexcept {
-  loop* home = ctx->home;
-  if (linked) home->unlink_live(ctx);
+  thread_state& ts = this_thread();
+  if (linked) ctx->live_owner->unlink_live(ctx);
   ctx->hook = nullptr;
-  home->count_completion();
+  ts.current_loop->count_completion();
+  // acq_rel: a canceller that sees done_bit leaves the context alone; nothing
+  // queues it from here on (it is running, and no wait is pending).
+  ctx->flags.fetch_or(tc::done_bit, std::memory_order_acq_rel);
+  ts.current_ended = true;
   ctx->finished(ctx, stopped);
-  // acq_rel: a canceller that sees done_bit must also see the outcome.
-  std::uint32_t old = ctx->flags.fetch_or(task_context::done_bit, std::memory_order_acq_rel);
-  if (!(old & task_context::delivery_bit)) ctx->quiesced(ctx);
+  ctx->quiesced(ctx);  // may free ctx
 }
 
 // The strand is parked and cancelled: destroy its frames innermost first,
@@ -77,33 +87,95 @@ void stop_strand(task_context* ctx) noexcept {
   finish_context(ctx, true, true);
 }
 
-void run_context(sched_node* n) noexcept {
-  auto* ctx = static_cast<task_context*>(n);
-  ctx->hook = nullptr;  // whatever parked it is done with it
-  thread_state& ts = this_thread();
-  task_context* outer = ts.current;
-  ts.current = ctx;
-  // The one place cancellation takes effect (see context.hpp): a parked
-  // strand that is cancelled by now is stopped rather than resumed.
-  if (is_cancelled(ctx)) stop_strand(ctx);  // frees ctx's frames; may free ctx
-  else drive(ctx->resume_point);            // may finish and free ctx
-  ts.current = outer;
+// Queue a context that this thread moved to queued: on the calling loop when
+// it is one of the context's runtime, else back on the loop that ran it last
+// (where its frames are warm in cache).
+void schedule(task_context* ctx) noexcept {
+  loop* cur = this_thread().current_loop;
+  loop* last = ctx->last;
+  if (cur != nullptr && &cur->rt == &last->rt) cur->push(ctx);
+  else last->push_remote(ctx);
 }
 
-void deliver_cancel(sched_node* n) noexcept {
-  task_context* ctx = static_cast<cancel_message*>(n)->target;
-  std::uint32_t old = ctx->flags.fetch_and(~task_context::delivery_bit, std::memory_order_acq_rel);
-  if (old & task_context::done_bit) {
-    ctx->quiesced(ctx);  // it finished while this delivery was queued
-    return;
+// Takes a queued context: queued -> running, consuming woken. Returns the
+// flags as they were.
+std::uint32_t begin_run(task_context* ctx) noexcept {
+  std::uint32_t old = ctx->flags.load(std::memory_order_relaxed);
+  // acq_rel: acquire takes the previous runner's and the waker's writes.
+  while (!ctx->flags.compare_exchange_weak(old, (old & ~(tc::queued_bit | tc::woken_bit)) | tc::running_bit,
+                                           std::memory_order_acq_rel, std::memory_order_relaxed)) {
   }
-  if (ctx->shield != 0) return;  // inside shielded(): the first point after it stops
-  if (cancel_hook* h = ctx->hook) {
-    ctx->hook = nullptr;
-    h->on_cancel(h);
+  ctx->last = this_thread().current_loop;
+  return old;
+}
+
+// The run is over and the strand did not end: park it, or queue it again if a
+// wake came during the run. Returns false, and leaves it running, when a
+// cancel came during the run after the strand's suspension point looked:
+// the canceller saw it running and left the hook to us. Nothing of ctx may
+// be touched after a CAS that parks it: a waker may queue it and another
+// loop run it at once.
+bool end_run(task_context* ctx) noexcept {
+  const bool hooked = ctx->hook != nullptr && ctx->shield == 0;
+  // acquire (load and failed CAS): a cancel seen here hands us the
+  // canceller's writes before we call the hook.
+  std::uint32_t old = ctx->flags.load(std::memory_order_acquire);
+  std::uint32_t want;
+  do {
+    if (hooked && (old & tc::cancel_bit) && !(old & tc::woken_bit)) return false;
+    want = old & ~tc::running_bit;
+    if (old & tc::woken_bit) want |= tc::queued_bit;
+    // acq_rel: release hands this run's writes to the next runner.
+    // Read before the CAS: once parked, the context is not ours.
+  } while (!ctx->flags.compare_exchange_weak(old, want, std::memory_order_acq_rel, std::memory_order_acquire));
+  if (!(old & tc::woken_bit)) return true;
+  loop* l = this_thread().current_loop;
+  if (std::exchange(ctx->yielded, false)) l->push_yielded(ctx);
+  else l->push(ctx);
+  return true;
+}
+
+// One run of a context this thread took (begin_run returned `flags`).
+void run_strand(task_context* ctx, std::uint32_t flags) noexcept {
+  thread_state& ts = this_thread();
+  task_context* outer = ts.current;
+  const bool outer_ended = ts.current_ended;
+  ts.current = ctx;
+  ts.current_ended = false;
+  for (;;) {
+    if (flags & tc::woken_bit) {
+      ctx->hook = nullptr;  // whatever parked it is done with it
+      // The one place cancellation takes effect (see context.hpp): a
+      // strand that is cancelled by now is stopped rather than resumed.
+      if (is_cancelled(ctx)) stop_strand(ctx);  // may free ctx
+      else drive(ctx->resume_point);            // may finish and free ctx
+    } else if (cancel_hook* h = ctx->hook; h != nullptr && ctx->shield == 0) {
+      // Cancelled while parked (queued by request_cancel), or while this run
+      // was parking it (end_run said so): release what it waits on. The hook
+      // (or the event that beat it) wakes it exactly once.
+      ctx->hook = nullptr;
+      h->on_cancel(h);
+    }
+    if (ts.current_ended) break;
+    // A cancelled strand woken during this run (its hook released at once,
+    // or its own suspension point saw the cancel) stops now rather than
+    // after another trip through a queue: W3's path.
+    flags = ctx->flags.load(std::memory_order_relaxed);
+    if (!(flags & tc::woken_bit) || ctx->yielded || !is_cancelled(ctx)) {
+      if (end_run(ctx)) break;
+      flags = 0;  // parking lost to a cancel: hand it to the hook, above
+      continue;
+    }
+    // acq_rel: takes the waker's writes, as begin_run does.
+    flags = ctx->flags.fetch_and(~tc::woken_bit, std::memory_order_acq_rel);
   }
-  // No hook: the task is queued to run (its resumption stops it) or running
-  // (its next suspension point does).
+  ts.current = outer;
+  ts.current_ended = outer_ended;
+}
+
+void run_context(sched_node* n) noexcept {
+  auto* ctx = static_cast<task_context*>(n);
+  run_strand(ctx, begin_run(ctx));
 }
 
 }  // namespace
@@ -111,63 +183,66 @@ void deliver_cancel(sched_node* n) noexcept {
 void claim_context(sched_node* n) noexcept {
   auto* ctx = static_cast<task_context*>(n);
   loop* l = this_thread().current_loop;
-  ctx->home = l;
   ctx->run = &run_context;
-  // acq_rel: publishes `home` to cancellers (release); sees a cancel that came first (acquire).
-  std::uint32_t old = ctx->flags.fetch_or(task_context::started_bit, std::memory_order_acq_rel);
-  if ((old & task_context::cancel_bit) || l->stopping()) {
+  const std::uint32_t old = begin_run(ctx);
+  if ((old & tc::cancel_bit) || l->stopping()) {
+    thread_state& ts = this_thread();
+    const bool outer_ended = ts.current_ended;
     finish_context(ctx, false, true);  // dropped unrun: stopped
+    ts.current_ended = outer_ended;
     return;
   }
   l->link_live(ctx);
-  run_context(ctx);
+  run_strand(ctx, old | tc::woken_bit);  // the first run resumes the root, in resume_point
 }
 
 void finish_root(task_context* ctx) noexcept { finish_context(ctx, true, false); }
 
 bool is_cancelled(const task_context* ctx) noexcept {
   if (ctx->shield != 0) return false;
-  if (ctx->flags.load(std::memory_order_acquire) & task_context::cancel_bit) return true;
-  return ctx->home != nullptr && ctx->home->stopping();
+  if (ctx->flags.load(std::memory_order_acquire) & tc::cancel_bit) return true;
+  loop* l = this_thread().current_loop;
+  return l != nullptr && l->stopping();
 }
 
 bool stop_if_cancelled(task_context* ctx, std::coroutine_handle<> h) noexcept {
   if (!is_cancelled(ctx)) return false;
   ctx->resume_point = h;
-  ctx->home->push_local(ctx);  // run_context sees the cancel and stops it
+  // We are running it: the run's end sees the bit and stops it (run_context).
+  ctx->flags.fetch_or(tc::woken_bit, std::memory_order_relaxed);
   return true;
 }
 
 void wake(task_context* ctx) noexcept {
-  loop* home = ctx->home;
-  if (home == this_thread().current_loop) {
-    // The wait is over: a cancel delivered before the context runs must not
-    // find the hook and wake it a second time. (A waker on another thread
-    // cannot clear it; there the hook itself knows it lost, see context.hpp.)
-    ctx->hook = nullptr;
-    home->push_local(ctx);
-  } else {
-    home->post(ctx);
-  }
+  std::uint32_t old = ctx->flags.load(std::memory_order_relaxed);
+  std::uint32_t want;
+  do {
+    want = old | tc::woken_bit;
+    if (!(old & (tc::queued_bit | tc::running_bit))) want |= tc::queued_bit;
+    // acq_rel: release hands what ended the wait to the runner; acquire
+    // takes `rt` from the run that parked it.
+  } while (!ctx->flags.compare_exchange_weak(old, want, std::memory_order_acq_rel, std::memory_order_relaxed));
+  if (!(old & (tc::queued_bit | tc::running_bit))) schedule(ctx);
+  // Otherwise the context is not ours to touch: its runner re-queues it.
 }
 
-void defer(task_context* ctx) noexcept { ctx->home->push_deferred(ctx); }
+void defer(task_context* ctx) noexcept {
+  ctx->yielded = true;
+  ctx->flags.fetch_or(tc::woken_bit, std::memory_order_relaxed);  // we are running it: as in stop_if_cancelled
+}
 
 void request_cancel(task_context* ctx) noexcept {
   std::uint32_t old = ctx->flags.load(std::memory_order_relaxed);
   std::uint32_t want;
   do {
-    if (old & (task_context::cancel_bit | task_context::done_bit)) return;
-    want = old | task_context::cancel_bit;
-    if (old & task_context::started_bit) want |= task_context::delivery_bit;
-    // acq_rel: if started, we read `home` below (acquire of the claim's release).
+    if (old & (tc::cancel_bit | tc::done_bit)) return;
+    want = old | tc::cancel_bit;
+    // Parked: queue it, so that a loop hands it the cancellation.
+    if (!(old & (tc::queued_bit | tc::running_bit))) want |= tc::queued_bit;
+    // acq_rel: the runner that sees cancel_bit sees our caller's writes; we
+    // take `rt` from the run that parked it.
   } while (!ctx->flags.compare_exchange_weak(old, want, std::memory_order_acq_rel, std::memory_order_relaxed));
-  if (!(old & task_context::started_bit)) return;  // the claim will see cancel_bit
-  ctx->cancel_msg.target = ctx;
-  ctx->cancel_msg.run = &deliver_cancel;
-  loop* home = ctx->home;
-  if (home == this_thread().current_loop) home->push_local(&ctx->cancel_msg);
-  else home->post(&ctx->cancel_msg);
+  if (!(old & (tc::queued_bit | tc::running_bit))) schedule(ctx);
 }
 
 void start_on_current_loop(task_context* ctx) {
@@ -175,7 +250,7 @@ void start_on_current_loop(task_context* ctx) {
   if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
   ctx->run = &claim_context;
   l->count_spawn();
-  l->push_fresh(ctx);
+  l->push_spawn(ctx);
 }
 
 void start_node_local(sched_node* n) {

@@ -4,7 +4,7 @@
 // The life of one job (a coord_ticket in its task's frame):
 //   outside --admit--> granted ------------------------------> (frame ends) leave: hand over, retire
 //           \--admit--> queued --grant (any loop)--> granted --^
-//                              \--cancel hook (home loop)--> withdrawn: retire at once, wake
+//                              \--cancel hook (its runner)--> withdrawn: retire at once, wake
 // A cancelled caller stops instead of resuming (detail/context.hpp): a
 // granted job whose caller was cancelled before it resumed hands its slot on
 // without running, as its ticket is destroyed (counted withdrawn, not
@@ -202,9 +202,10 @@ void coord_ticket::leave() noexcept {
 
 void coord_ticket::retire() noexcept {
   bool expected = false;
-  // seq_cst, though every path that retires a ticket runs on its task's home
-  // loop: the CAS guards against a second path (a withdrawal, then the frame
-  // ending), not a second thread, and costs the same either way.
+  // seq_cst, though every path that retires a ticket runs while its task is
+  // running (so never two at once): the CAS guards against a second path (a
+  // withdrawal, then the frame ending), possibly on another loop after a
+  // migration, and costs the same either way.
   if (retired_.compare_exchange_strong(expected, true)) state_->release_unit();
   // state_ may be gone now.
 }

@@ -1,12 +1,17 @@
 // lib/loop.cpp — the turn of an event loop; see loop.hpp for who owns what.
 //
-// One turn: take the inbox and a batch of the own fresh queue (every turn, so
-// neither starves behind tasks that keep waking each other); run up to
-// `budget` ready nodes (refilling, then stealing, when they run out); reap
-// io_uring completions; fire due timers; and, only when nothing at all is
-// runnable, sleep in the kernel with one io_uring timeout armed for the
-// wheel's earliest expiry.
+// One turn: take the inbox (messages) and a batch of the inject queue (every
+// turn, so neither starves behind tasks that keep waking each other); run up
+// to `budget` runnable nodes, one at a time from the stealable run queue
+// (refilling from the inject queue, then stealing, when it runs out); reap
+// io_uring completions; fire due timers; look at the peers (a late peer's
+// timers are fired here, a stuck peer's run queue stolen); and, only when
+// nothing at all is runnable, sleep in the kernel with one io_uring timeout
+// armed for the earliest expiry of its own wheel or of a peer's plus the
+// grace after which it would fire them.
 #include "loop.hpp"
+
+#include "cpu_relax.hpp"
 
 #include <weft/detail/block_pool.hpp>
 #include <weft/errors.hpp>
@@ -25,28 +30,44 @@
 namespace weft::detail {
 
 namespace {
-// How many ready nodes run before the loop looks at its inbox, completions and
-// timers again: large enough to amortise the checks, small enough that a wake
-// from another thread or a due timer waits for at most a few microseconds.
+// How many runnable nodes run before the loop looks at its inbox, completions
+// and timers again: large enough to amortise the checks, small enough that a
+// message from another thread or a due timer waits for at most a few
+// microseconds.
 constexpr unsigned run_budget = 128;
-// How many never-run tasks a loop moves from a fresh queue to its run queue at
-// once; they stop being stealable there, so keep it small.
-constexpr std::size_t fresh_batch = 32;
-// How many of its own spawns a loop stages before it moves them to its
-// stealable queue: one lock per batch instead of one per spawn (the lock is
-// what a thief contends on). Staged tasks are published anyway as soon as
-// the spawning task parks.
+// How many nodes a loop moves from the inject queue into its own run queue
+// at once (they stay stealable there).
+constexpr std::size_t inject_batch = 32;
+// How many of its own spawns a loop stages before it makes them stealable:
+// one lock per batch instead of one per spawn. Staged tasks are published
+// anyway as soon as the node that spawned them returns (parks, ends).
 constexpr std::size_t stage_batch = 32;
+// A loop with nothing to do while a peer is awake sleeps at most this long:
+// the peer may turn busy with work queued behind it that nobody announced
+// (one woken task is the waker's to run, see push), and this loop then
+// takes it on its next turn.
+constexpr std::int64_t watch_ns = 1'000'000;
 // Most tasks one steal takes: half the victim's queue, up to this many.
 constexpr std::size_t steal_max = 128;
-// How long a loop that just ran out of work polls its own inbox, fresh queue
-// and ring before it sleeps in the kernel. Waking a sleeping loop costs an
-// eventfd write and, on a virtual machine whose idle vCPU halted, tens of
-// microseconds; work that comes back within this window (an offload's
-// result, a wake from the other loop) is picked up without either. It polls
-// only what is its own: reading a busy peer's fresh queue would bounce that
-// peer's cache line on every spawn (measured: W1 fell by a third). An idle
-// loop spins once, then sleeps, so idle CPU stays near zero.
+// A peer that has not started a turn for this long is running something that
+// does not suspend: its run queue is stolen from even by a busy loop. A
+// healthy turn (128 nodes) takes tens of microseconds.
+constexpr std::int64_t stuck_ns = 200'000;
+// A peer late by this much for its earliest timer is busy: its due timers
+// are fired by whoever notices. Small against the wheel's default 1 ms
+// tick, so a sleeper on a busy loop is late by well under a millisecond.
+constexpr std::int64_t fire_grace_ns = 200'000;
+// How often a busy loop looks at its peers for the two above.
+constexpr std::int64_t help_interval_ns = 50'000;
+// How long a loop that just ran out of work polls its own inbox, run queue,
+// the inject queue and its ring before it sleeps in the kernel. Waking a
+// sleeping loop costs an eventfd write and, on a virtual machine whose idle
+// vCPU halted, tens of microseconds; work that comes back within this window
+// (an offload's result, a wake from the other loop) is picked up without
+// either. It does not poll the peers' queues: reading a busy peer's queue on
+// every spin would bounce that peer's cache line on every push (measured: W1
+// fell by a third); the sleep handshake looks at them once. An idle loop
+// spins once, then sleeps, so idle CPU stays near zero.
 constexpr std::int64_t idle_spin_ns = 30'000;
 
 std::int64_t now_ns() noexcept {
@@ -73,7 +94,7 @@ loop::loop(runtime_impl& r, unsigned i, unsigned ring_entries, std::chrono::nano
   stop_msg_.run = [](sched_node*) noexcept {
     loop* self = this_thread().current_loop;
     self->stopping_.store(true, std::memory_order_relaxed);
-    drop_scheduled_jobs(*self);
+    std::lock_guard<spin_lock> g(self->live_mu_);
     for (task_context* c = self->live_head_.live_next; c != &self->live_head_; c = c->live_next)
       request_cancel(c);
   };
@@ -122,38 +143,77 @@ void loop::flush_kicks() noexcept {
   }
 }
 
-void loop::push_fresh(sched_node* c) noexcept {
-  if (this_thread().current_loop == this) {
-    staged_.push(c);
-    if (staged_.size() >= stage_batch) publish_staged();
+void loop::push(sched_node* n) noexcept {
+  if (fired_ != nullptr) {
+    fired_->push(n);  // woken by a timer this loop is firing: see fire_due
     return;
   }
-  outside_wake([&] {
-    fresh.push(c);
-    kick();
-    rt.wake_idle_peer(this);
-  });
+  runq.push(n);  // seq_cst size: the pusher's half of the sleep handshake
+  // One runnable task is this loop's to run next; a sleeping peer is woken
+  // only for a surplus (a syscall per hand-off made W5 ten times slower).
+  // If this loop then turns busy, a peer that sleeps wakes within watch_ns
+  // anyway (sleep()) and takes the task.
+  if (runq.size() > 1) rt.wake_idle_peer(this);
+}
+
+void loop::push_spawn(sched_node* n) noexcept {
+  staged_.push(n);
+  if (staged_.size() >= stage_batch) publish_staged();
 }
 
 void loop::publish_staged() noexcept {
-  fresh.push_all(staged_);
+  runq.push_all(staged_);  // seq_cst size: as in push
   rt.wake_idle_peer(this);
 }
 
-void loop::kick() noexcept {
+void loop::fire_due(loop& wheel_owner, std::int64_t now) noexcept {
+  // What the timers wake goes to the front of this loop's run queue, in
+  // firing order: a sleeper's wait is over and it should not queue behind
+  // every task that merely yielded (W7's sleepers, behind a thousand
+  // pingers, were late by a whole pass otherwise). Order among them is the
+  // wheel's, so equal deadlines still run in arming order.
+  run_queue woken;
+  fired_ = &woken;
+  wheel_owner.advance_locked(now);
+  fired_ = nullptr;
+  if (!woken.empty()) {
+    runq.push_front_all(woken);
+    rt.wake_idle_peer(this);
+  }
+}
+
+void loop::push_yielded(sched_node* n) noexcept {
+  yielded.push(n);  // seq_cst size: as in push
+  if (yielded.size() + runq.size() > 1) rt.wake_idle_peer(this);  // a surplus: as in push
+}
+
+void loop::push_remote(sched_node* n) noexcept {
+  outside_wake([&] {
+    runq.push(n);
+    // Awake but stuck in a task that does not suspend: a sleeping peer
+    // would otherwise not hear of the work until something else woke it.
+    if (!kick() && now_ns() - turn_ns_.load(std::memory_order_relaxed) > stuck_ns) rt.wake_idle_peer(this);
+  });
+}
+
+bool loop::kick() noexcept {
   // seq_cst load: the pusher's half of the sleep handshake (see loop.hpp).
   if (sleeping.load() && sleeping.exchange(false)) {
     std::uint64_t one = 1;
     // The read armed on the ring completes and the kernel wakes the loop.
     // A failed write (only EAGAIN at counter overflow) still leaves it readable.
     [[maybe_unused]] auto n = ::write(eventfd_, &one, sizeof one);
+    return true;
   }
+  return false;
 }
 
 void loop::begin_stop() noexcept { post(&stop_msg_); }
 void loop::quit() noexcept { post(&quit_msg_); }
 
 void loop::link_live(task_context* c) noexcept {
+  c->live_owner = this;
+  std::lock_guard<spin_lock> g(live_mu_);
   c->live_next = &live_head_;
   c->live_prev = live_head_.live_prev;
   live_head_.live_prev->live_next = c;
@@ -161,37 +221,113 @@ void loop::link_live(task_context* c) noexcept {
 }
 
 void loop::unlink_live(task_context* c) noexcept {
+  std::lock_guard<spin_lock> g(live_mu_);
   c->live_prev->live_next = c->live_next;
   c->live_next->live_prev = c->live_prev;
   c->live_next = c->live_prev = nullptr;
 }
 
+// ---- timers ------------------------------------------------------------------
+
+void loop::publish_expiry() noexcept {
+  const auto next = wheel_.next_expiry();
+  const auto hint = wheel_.next_deadline_hint();
+  next_expiry_.store(next ? *next : INT64_MAX, std::memory_order_relaxed);
+  next_hint_.store(hint ? *hint : INT64_MAX, std::memory_order_relaxed);
+  armed_timers.store(wheel_.size(), std::memory_order_relaxed);
+}
+
+void loop::arm_timer(timer_node* n, std::int64_t deadline_ns) noexcept {
+  n->owner = this;
+  std::lock_guard<spin_lock> g(wheel_mu_);
+  wheel_.insert(n, deadline_ns);
+  publish_expiry();
+}
+
+bool loop::disarm_timer(timer_node* n) noexcept {
+  std::lock_guard<spin_lock> g(wheel_mu_);
+  if (!n->armed()) return false;  // fired (its callback ran under this lock) or never armed
+  wheel_.remove(n);
+  publish_expiry();
+  return true;
+}
+
+void loop::advance_locked(std::int64_t now) noexcept {
+  // The callbacks run here, under the lock, on the calling loop's thread:
+  // their wakes queue the woken tasks there, and a disarm racing a fire
+  // waits for the callback to finish, so it never frees a node under it.
+  wheel_.advance(now, [](timer_node* t) noexcept { t->fire(t); });
+  publish_expiry();
+}
+
+void loop::expire_timers(std::int64_t now) noexcept {
+  // At the wheel's next expiry (a tick boundary, where it fires or cascades
+  // a slot), and also once the earliest deadline it knows of has passed,
+  // inside its tick: a busy loop fires on time rather than up to a tick
+  // late. The walk of the tick's slot refreshes that hint, so the next
+  // advance comes when the next deadline is due, not every turn (measured
+  // on W2: p50 lateness 40-65 us this way, 120-250 us when held to one
+  // advance per quarter tick).
+  if (next_hint_.load(std::memory_order_relaxed) > now && next_expiry_.load(std::memory_order_relaxed) > now) return;
+  std::lock_guard<spin_lock> g(wheel_mu_);
+  fire_due(*this, now);
+}
+
+bool loop::help(loop& thief, std::int64_t now) noexcept {
+  bool found = false;
+  const std::int64_t due = next_hint_.load(std::memory_order_relaxed);
+  if (due != INT64_MAX && now - due > fire_grace_ns && wheel_mu_.try_lock()) {
+    thief.fire_due(*this, now);
+    wheel_mu_.unlock();
+    found = thief.runnable();
+  }
+  if (now - turn_ns_.load(std::memory_order_relaxed) > stuck_ns) {
+    for (steal_queue* q : {&yielded, &runq}) {
+      const std::size_t avail = q->size();
+      if (avail == 0) continue;
+      run_queue got;
+      if (q->take(got, std::min(steal_max, (avail + 1) / 2)) > 0) {
+        // To the front: they are the victim's oldest (or timer-woken) tasks,
+        // and have waited longer than anything in the thief's own queue.
+        // At the back, W2's woken sleepers waited behind tens of thousands
+        // of first runs (p99 lateness 5 ms, max 15 ms).
+        thief.runq.push_front_all(got);
+        found = true;
+      }
+    }
+  }
+  return found;
+}
+
+// ---- the turn ----------------------------------------------------------------
+
 void loop::drain_inbox() noexcept {
   sched_node* last = nullptr;
   std::size_t count = 0;
-  if (sched_node* first = inbox_.take_all(&last, &count)) ready_.push_chain(first, last, count);
+  if (sched_node* first = inbox_.take_all(&last, &count)) local_.push_chain(first, last, count);
 }
 
-bool loop::take_work() noexcept {
+bool loop::find_work() noexcept {
   drain_inbox();
-  if (!ready_.empty()) return true;
-  if (fresh.take(ready_, fresh_batch) > 0) return true;
-  return rt.steal_into(*this, ready_, steal_max) > 0;
+  if (runnable()) return true;
+  run_queue got;
+  if (rt.inject_queue.take(got, inject_batch) > 0 || rt.steal_into(*this, got, steal_max) > 0) {
+    runq.push_all(got);
+    return true;
+  }
+  return false;
 }
 
 void loop::run_ready(unsigned budget) noexcept {
   while (budget-- > 0) {
-    sched_node* n = ready_.pop();
-    if (n == nullptr && (!take_work() || (n = ready_.pop()) == nullptr)) return;
+    sched_node* n = local_.pop();
+    if (n == nullptr) n = runq.pop();
+    // Out of work: the turn ends (timers, completions, yielded tasks) before
+    // the loop looks at its peers, which costs a cache miss per line read.
+    if (n == nullptr) return;
     n->run(n);
     if (!staged_.empty()) publish_staged();
   }
-}
-
-void loop::expire_timers() noexcept {
-  if (wheel_.size() == 0) return;
-  wheel_.advance(now_ns(), [](timer_node* t) noexcept { t->fire(t); });
-  armed_timers.store(wheel_.size(), std::memory_order_relaxed);
 }
 
 void loop::arm_eventfd() noexcept {
@@ -217,16 +353,18 @@ void loop::arm_timeout(std::int64_t deadline_ns) noexcept {
 }
 
 bool loop::has_visible_work() const noexcept {
-  return !ready_.empty() || !deferred_.empty() || !inbox_.empty() || rt.any_fresh_work();
+  return runnable() || !inbox_.empty() || rt.any_work();
 }
 
 bool loop::spin_for_work() noexcept {
   std::int64_t until = now_ns() + idle_spin_ns;
-  if (auto next = wheel_.next_expiry()) until = std::min(until, *next);  // a due timer ends the spin
+  const std::int64_t due = next_hint_.load(std::memory_order_relaxed);
+  until = std::min(until, due);  // a due timer ends the spin
   do {
     for (int i = 0; i < 32; ++i) {
-      if (!inbox_.empty() || fresh.size() > 0 || ring_.has_completions() || quit_) return true;
-      __builtin_ia32_pause();
+      if (!inbox_.empty() || runnable() || rt.inject_queue.size() > 0 || ring_.has_completions() || quit_)
+        return true;
+      cpu_relax();
     }
   } while (now_ns() < until);
   return false;
@@ -243,15 +381,36 @@ void loop::sleep() noexcept {
     rt.sleepers.fetch_sub(1);
     return;
   }
-  if (auto next = wheel_.next_expiry()) {
-    // Wake near the earliest deadline inside its tick rather than at the
-    // tick's end (lateness well under a tick), but at most min_wake_gap_
-    // apart, so a crowded tick costs a few wakes, not one per deadline.
-    const std::int64_t hint = *wheel_.next_deadline_hint();
-    const std::int64_t at = std::min(*next, std::max(hint, now_ns() + min_wake_gap_));
-    // IORING_TIMEOUT_ABS counts on CLOCK_MONOTONIC, which steady_clock reads.
-    if (!armed_deadline_ || at < *armed_deadline_) arm_timeout(at);
+  const std::int64_t now = now_ns();
+  std::optional<std::int64_t> at;
+  {
+    std::lock_guard<spin_lock> g(wheel_mu_);
+    if (auto next = wheel_.next_expiry()) {
+      // Wake near the earliest deadline inside its tick rather than at the
+      // tick's end (lateness well under a tick), but at most min_wake_gap_
+      // apart, so a crowded tick costs a few wakes, not one per deadline.
+      const std::int64_t hint = *wheel_.next_deadline_hint();
+      at = std::min(*next, std::max(hint, now + min_wake_gap_));
+    }
   }
+  // A peer that turns busy before its timers are due would hold them: wake
+  // in time to fire them for it (help), a grace after they fall due. A peer
+  // that is not busy fires them itself first, and this loop sleeps again.
+  for (auto& p : rt.loops) {
+    if (p.get() == this) continue;
+    const std::int64_t due = p->next_hint_.load(std::memory_order_relaxed);
+    if (due == INT64_MAX) continue;
+    const std::int64_t peer_at = std::max(due + fire_grace_ns + 1, now + min_wake_gap_);
+    if (!at || peer_at < *at) at = peer_at;
+  }
+  for (auto& p : rt.loops) {
+    if (p.get() != this && !p->sleeping.load(std::memory_order_relaxed)) {
+      if (!at || now + watch_ns < *at) at = now + watch_ns;
+      break;
+    }
+  }
+  // IORING_TIMEOUT_ABS counts on CLOCK_MONOTONIC, which steady_clock reads.
+  if (at && (!armed_deadline_ || *at < *armed_deadline_)) arm_timeout(*at);
   ring_.submit_and_wait();
   sleeping.store(false);
   rt.sleepers.fetch_sub(1);
@@ -260,27 +419,46 @@ void loop::sleep() noexcept {
 void loop::run() noexcept {
   thread_state& ts = this_thread();
   ts.current_loop = this;
+  turn_ns_.store(now_ns(), std::memory_order_relaxed);
+  std::int64_t last_help = 0;
   for (;;) {
     arm_eventfd();
     // Every turn, not only when the run queue runs dry: tasks that keep
     // waking each other on this loop (a lock hand-off, a coordinator grant)
-    // must not starve wakes and cancels from other threads, nor new spawns.
+    // must not starve messages, nor wakes and spawns from other threads.
     drain_inbox();
-    if (ready_.size() < run_budget) fresh.take(ready_, fresh_batch);
+    if (rt.inject_queue.size() > 0) {
+      run_queue got;
+      if (rt.inject_queue.take(got, inject_batch) > 0) runq.push_all(got);
+    }
     run_ready(run_budget);
     flush_kicks();
     ring_.reap();
-    expire_timers();
-    if (!deferred_.empty()) ready_.push_all(deferred_);
+    const std::int64_t now = now_ns();
+    // The end of this turn is the start of the next: one clock read a turn.
+    turn_ns_.store(now, std::memory_order_relaxed);
+    expire_timers(now);
+    // Looking at a peer reads lines it writes every turn: not every turn.
+    if (now - last_help >= help_interval_ns) {
+      last_help = now;
+      for (auto& p : rt.loops)
+        if (p.get() != this) p->help(*this, now);
+    }
     if (!staged_.empty()) publish_staged();  // spawned by a timer or completion callback
-    queued.store(ready_.size() + fresh.size(), std::memory_order_relaxed);
-    if (ready_.empty() && !take_work()) {
+    if (yielded.size() > 0) {
+      run_queue back;
+      yielded.take(back, SIZE_MAX);
+      runq.push_all(back);
+    }
+    queued.store(local_.size() + runq.size() + yielded.size(), std::memory_order_relaxed);
+    if (!runnable() && !find_work()) {
       if (quit_) break;
       flush_kicks();
       if (!spin_for_work()) {
         arm_eventfd();
         sleep();
       }
+      turn_ns_.store(now_ns(), std::memory_order_relaxed);
       ring_.reap();
     } else {
       flush_kicks();

@@ -60,7 +60,7 @@ runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked
 
 runtime_impl::~runtime_impl() {
   shutdown();
-  // A waker from outside may still be inside loop::post or push_fresh,
+  // A waker from outside may still be inside loop::post or inject,
   // touching a loop after the task it woke has already finished: the loops
   // (and their eventfds) go only once it has left. The wait is the length of
   // one eventfd write.
@@ -73,7 +73,7 @@ void runtime_impl::spawn(sched_node* ctx) {
     if (stopping.load(std::memory_order_relaxed))
       throw rejected_execution("weft: spawn refused: the runtime is shutting down");
     cur->count_spawn();
-    cur->push_fresh(ctx);
+    cur->push_spawn(ctx);
     return;
   }
   // seq_cst, both: counted before the check, so shutdown() either refuses this
@@ -83,12 +83,20 @@ void runtime_impl::spawn(sched_node* ctx) {
     foreign_spawned_.fetch_sub(1);
     throw rejected_execution("weft: spawn refused: the runtime is shutting down");
   }
-  loops[next_loop_.fetch_add(1, std::memory_order_relaxed) % loops.size()]->push_fresh(ctx);
+  inject(ctx);
+}
+
+void runtime_impl::inject(sched_node* n) noexcept {
+  outside_wakers.fetch_add(1);  // seq_cst: before the node can be seen
+  inject_queue.push(n);         // seq_cst size: the pusher's half of the sleep handshake
+  wake_idle_peer(nullptr);
+  // release: as in loop::outside_wake.
+  outside_wakers.fetch_sub(1, std::memory_order_release);
 }
 
 void runtime_impl::wake_idle_peer(loop* from) noexcept {
   // seq_cst: pairs with loop::sleep's increment; a loop going to sleep after
-  // this read re-checks every fresh queue itself.
+  // this read re-checks every run queue itself.
   if (sleepers.load() == 0) return;
   for (auto& l : loops) {
     if (l.get() != from && l->sleeping.load()) {
@@ -102,16 +110,19 @@ std::size_t runtime_impl::steal_into(loop& thief, run_queue& out, std::size_t ma
   const std::size_t n = loops.size();
   for (std::size_t k = 1; k < n; ++k) {
     loop& victim = *loops[(thief.index + k) % n];
-    std::size_t avail = victim.fresh.size();
-    if (avail == 0) continue;
-    if (std::size_t got = victim.fresh.take(out, std::min(max, (avail + 1) / 2))) return got;
+    for (steal_queue* q : {&victim.runq, &victim.yielded}) {
+      std::size_t avail = q->size();
+      if (avail == 0) continue;
+      if (std::size_t got = q->take(out, std::min(max, (avail + 1) / 2))) return got;
+    }
   }
   return 0;
 }
 
-bool runtime_impl::any_fresh_work() const noexcept {
+bool runtime_impl::any_work() const noexcept {
+  if (inject_queue.size() > 0) return true;
   for (auto& l : loops)
-    if (l->fresh.size() > 0) return true;
+    if (l->runq.size() > 0 || l->yielded.size() > 0) return true;
   return false;
 }
 
@@ -130,8 +141,10 @@ bool runtime_impl::shutdown_for(std::chrono::nanoseconds limit) {
   const auto start = steady::now();
   const bool forever = limit >= steady::time_point::max() - start;
   const auto deadline = forever ? steady::time_point::max() : start + limit;
-  if (!stopping.exchange(true))
+  if (!stopping.exchange(true)) {
     for (auto& l : loops) l->begin_stop();
+    drop_scheduled_jobs(*this);
+  }
   loop* cur = this_thread().current_loop;
   if (cur != nullptr && &cur->rt == this) return false;  // cannot wait for ourselves
   std::lock_guard<std::mutex> g(shutdown_mu_);

@@ -9,8 +9,8 @@
 // every spawn counter after, and so never reports zero while a task is alive.
 //
 // Wakers from outside (a pool thread finishing a job, a plain thread's spawn
-// or cancel, another runtime's loop) publish a node into a loop and then kick
-// it: between the two, the woken task may finish, block_on return and the
+// or cancel, another runtime's loop) publish a node (into the inject queue,
+// or a loop's inbox) and then kick a loop: between the two, the woken task may finish, block_on return and the
 // runtime be destroyed. So each such waker is counted in `outside_wakers`
 // from before it publishes until after it kicks, and ~runtime_impl waits for
 // the count to drain before the loops (their eventfds) go. A loop of this
@@ -31,15 +31,22 @@
 
 namespace weft::detail {
 
+// Disarms and finishes the scheduled jobs still armed (at shutdown, after
+// the runtime is marked stopping; lib/scheduler.cpp).
+void drop_scheduled_jobs(runtime_impl& rt) noexcept;
+
 class runtime_impl {
  public:
   runtime_impl(runtime& pub, runtime_options opts);
   ~runtime_impl();
 
   void spawn(sched_node* n);               // any thread; n->run claims it
+  // Queue runnable work from a thread that is not one of this runtime's
+  // loops (a pool thread's wake, a plain thread's spawn); any loop takes it.
+  void inject(sched_node* n) noexcept;
   void wake_idle_peer(loop* from) noexcept;
   std::size_t steal_into(loop& thief, run_queue& out, std::size_t max) noexcept;
-  bool any_fresh_work() const noexcept;
+  bool any_work() const noexcept;  // the inject queue or any loop's run queue
   std::uint64_t live() const noexcept;
   void shutdown();
   // shutdown() that waits at most `limit`; false when tasks or pool jobs were
@@ -51,6 +58,7 @@ class runtime_impl {
   runtime& pub;
   runtime_options opts;
   std::vector<std::unique_ptr<loop>> loops;
+  steal_queue inject_queue;
   std::atomic<unsigned> sleepers{0};
   std::atomic<bool> stopping{false};
   // Outside wakers between publishing and kicking (see above). seq_cst
@@ -72,7 +80,6 @@ class runtime_impl {
 
  private:
   std::vector<std::thread> threads_;
-  std::atomic<unsigned> next_loop_{0};
   std::atomic<std::uint64_t> foreign_spawned_{0};
   std::mutex shutdown_mu_;
   bool joined_ = false;

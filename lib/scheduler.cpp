@@ -1,14 +1,22 @@
-// lib/scheduler.cpp — scheduled jobs on a runtime's scheduling loop (its first
-// loop); see weft/scheduled_handle.hpp for the rules and the reasons.
+// lib/scheduler.cpp — scheduled jobs; see weft/scheduled_handle.hpp for the
+// rules and the reasons.
 //
-// A job's `phase` is touched by the scheduling loop only:
-//   posted  → armed     the arm message arrived; the job is in the loop's list
-//   armed   → running   its timer fired; one run task was started on the loop
+// Every job's timer sits on the runtime's first loop's wheel, whose (deadline,
+// arm order) firing order gives "equal due times in submission order"
+// whichever loop scheduled them. The fire runs on whichever loop advances
+// that wheel (the first loop, or a peer standing in while it is busy) and
+// starts the run there, at the back of that loop's own queue, so runs that
+// fire together start in order; after that a run moves like any task.
+//
+// A job's `phase` and the list of jobs not done are under the gate's mutex
+// (lib/scheduler_gate.hpp), taken by whoever acts on a job: the scheduling
+// call, cancel(), a run's start and end, shutdown. The fire itself runs under
+// the wheel's lock and so takes no other lock: it only starts the run, which
+// takes the mutex first thing.
+//   armed   → running   the run started (its timer fired)
 //   running → armed     a periodic run finished and the next one is due
-//   any     → done      once, finished, cancelled, failed or shut down; the
-//                       loop's reference is dropped then
-// Cancellation from any thread sets cancel_requested and posts one message;
-// the loop acts on it in whichever phase it finds the job.
+//   any     → done      once: finished, cancelled, failed or shut down; the
+//                       scheduler's reference is dropped then
 #include <weft/runtime.hpp>
 #include <weft/scheduled_handle.hpp>
 #include <weft/time.hpp>
@@ -16,39 +24,39 @@
 #include "runtime_impl.hpp"
 #include "scheduler_gate.hpp"
 
-#include <new>
+#include <mutex>
 
 namespace weft::detail {
 
 namespace {
 
-struct job_message : sched_node {
-  scheduled_job* job;
-};
-
 loop& scheduling_loop(runtime_impl* rt) noexcept { return *rt->loops.front(); }
 
-void link(loop& l, scheduled_job* j) noexcept {
+// Under the gate's mutex.
+void link(scheduler_gate& g, scheduled_job* j) noexcept {
   j->prev = nullptr;
-  j->next = l.scheduled_jobs;
+  j->next = g.jobs;
   if (j->next) j->next->prev = j;
-  l.scheduled_jobs = j;
+  g.jobs = j;
 }
 
-void finish(scheduled_job* j) noexcept {
-  loop& l = scheduling_loop(j->rt);
-  if (j->at == scheduled_job::phase::armed || j->at == scheduled_job::phase::running) {
-    if (j->prev) j->prev->next = j->next;
-    else l.scheduled_jobs = j->next;
-    if (j->next) j->next->prev = j->prev;
-  }
+// Under the gate's mutex.
+void finish(scheduler_gate& g, scheduled_job* j) noexcept {
+  if (j->at == scheduled_job::phase::done) return;
+  if (j->prev) j->prev->next = j->next;
+  else g.jobs = j->next;
+  if (j->next) j->next->prev = j->prev;
   j->at = scheduled_job::phase::done;
-  j->drop_ref();  // the scheduling loop's reference
+  j->drop_ref();  // the scheduler's reference
 }
 
+// Under the gate's mutex, from a loop thread or a pinned caller.
 void arm(scheduled_job* j) noexcept {
   j->at = scheduled_job::phase::armed;
-  arm_timer(j, j->due);
+  loop& l = scheduling_loop(j->rt);
+  arm_timer_on(l, j, j->due);
+  // It may be asleep with a later wake-up armed: let it look again.
+  if (this_thread().current_loop != &l) l.kick();
 }
 
 clock::time_point saturating_add(clock::time_point t, clock::duration d) noexcept {
@@ -56,18 +64,31 @@ clock::time_point saturating_add(clock::time_point t, clock::duration d) noexcep
   return t + d;
 }
 
-// Finishes the job if its run is stopped (the runtime shuts down while the
-// run is parked): a stopped run's frame is destroyed without reaching the
-// code after its co_await.
-struct finish_unless_released {
+// The job a run belongs to. A parameter of run_job, so it lives in the frame
+// from the spawn on: a run dropped unrun at shutdown, or stopped while
+// parked, finishes its job as the frame goes (code after a stopped co_await
+// never runs).
+struct run_ticket {
   scheduled_job* j;
-  ~finish_unless_released() {
-    if (j != nullptr) finish(j);
+  explicit run_ticket(scheduled_job* job) noexcept : j(job) {}
+  run_ticket(run_ticket&& o) noexcept : j(std::exchange(o.j, nullptr)) {}
+  ~run_ticket() {
+    if (j == nullptr) return;
+    std::lock_guard<std::mutex> g(j->gate->mu);
+    finish(*j->gate, j);
   }
 };
 
-task<void> run_job(scheduled_job* j) {
-  finish_unless_released if_stopped{j};
+bool shutting_down(scheduled_job* j) noexcept { return j->rt->stopping.load(); }
+
+task<void> run_job(run_ticket t) {
+  scheduled_job* j = t.j;
+  scheduler_gate& gate = *j->gate;
+  {
+    std::lock_guard<std::mutex> g(gate.mu);
+    if (j->cancel_requested.load(std::memory_order_acquire) || shutting_down(j)) co_return;  // t finishes it
+    j->at = scheduled_job::phase::running;
+  }
   bool stop = false;
   try {
     co_await j->work->run();
@@ -79,60 +100,22 @@ task<void> run_job(scheduled_job* j) {
     stop = j->on_error == periodic_error::stop;
     j->rt->errors->report(std::current_exception());
   }
-  if_stopped.j = nullptr;
-  // start_local kept this run on the scheduling loop, where `phase` lives.
+  std::lock_guard<std::mutex> g(gate.mu);
   if (stop || j->how == scheduled_job::kind::once || j->cancel_requested.load(std::memory_order_acquire) ||
-      scheduling_loop(j->rt).stopping()) {
-    finish(j);
-    co_return;
-  }
+      shutting_down(j))
+    co_return;  // t finishes it
   j->due = j->how == scheduled_job::kind::fixed_rate ? saturating_add(j->due, j->period)
                                                      : deadline_after(j->period);
   arm(j);  // an overrun fixed-rate job is already due: it runs at the next turn
+  t.j = nullptr;
 }
 
+// The job's timer fired (under the wheel's lock, on the loop that fired it).
 void start_run(timer_node* n) noexcept {
   auto* j = static_cast<scheduled_job*>(n);
-  if (j->cancel_requested.load(std::memory_order_acquire)) {
-    finish(j);
-    return;
-  }
-  j->at = scheduled_job::phase::running;
-  join_cell<void>* s = make_spawn(run_job(j), j->rt->errors.p);
-  start_node_local(&s->u.link);  // cannot throw on the loop thread
+  join_cell<void>* s = make_spawn(run_job(run_ticket(j)), j->rt->errors.p);
+  start_node_local(&s->u.link);  // cannot throw on a loop thread
   s->detach();
-}
-
-void on_arm_message(sched_node* n) noexcept {
-  auto* m = static_cast<job_message*>(n);
-  scheduled_job* j = m->job;
-  delete m;
-  loop& l = scheduling_loop(j->rt);
-  if (l.stopping() || j->cancel_requested.load(std::memory_order_acquire)) {
-    finish(j);
-    return;
-  }
-  link(l, j);
-  j->fire = &start_run;
-  arm(j);
-}
-
-void on_cancel_message(sched_node* n) noexcept {
-  auto* m = static_cast<job_message*>(n);
-  scheduled_job* j = m->job;
-  delete m;
-  if (j->at == scheduled_job::phase::armed) {
-    disarm_timer(j);  // O(1): the timer goes at once
-    finish(j);
-  }
-  // posted: the arm message sees the flag; running: the run sees it when it ends.
-  j->drop_ref();  // this message's reference
-}
-
-void post_to_scheduler(runtime_impl* rt, sched_node* n) noexcept {
-  loop& l = scheduling_loop(rt);
-  if (this_thread().current_loop == &l) l.push_local(n);
-  else l.post(n);
 }
 
 }  // namespace
@@ -145,45 +128,43 @@ void schedule_job(runtime_impl* rt, scheduled_job* job) {
   scheduler_gate* g = rt->gate.p;
   if (rt->stopping.load() || !g->enter())
     throw rejected_execution("weft: schedule refused: the runtime is shutting down");
-  auto* m = new (std::nothrow) job_message;
-  if (m == nullptr) {
-    g->leave();
-    throw std::bad_alloc();
-  }
   g->add_ref();
   job->gate = g;
-  m->run = &on_arm_message;
-  m->job = job;
-  post_to_scheduler(rt, m);
+  job->fire = &start_run;
+  {
+    std::lock_guard<std::mutex> lk(g->mu);
+    if (rt->stopping.load()) {
+      g->leave();
+      throw rejected_execution("weft: schedule refused: the runtime is shutting down");
+    }
+    link(*g, job);
+    arm(job);
+  }
   g->leave();
 }
 
 void cancel_job(scheduled_job* job) noexcept {
-  // acq_rel: the scheduling loop reads the flag with acquire.
+  // acq_rel: a run's start and end read the flag with acquire.
   if (job->cancel_requested.exchange(true, std::memory_order_acq_rel)) return;
   scheduler_gate* g = job->gate;
   // Closed: the runtime has shut down (or is about to quit its loops) and
   // has finished every job; there is nobody to tell.
   if (g == nullptr || !g->enter()) return;
-  job_message* m = new (std::nothrow) job_message;
-  if (m == nullptr) {  // out of memory: the flag alone stops it at its next fire
-    g->leave();
-    return;
+  {
+    std::lock_guard<std::mutex> lk(g->mu);
+    // Armed: the timer goes at once. If it has fired, the run it started
+    // sees the flag; a running run sees it when it ends.
+    if (job->at == scheduled_job::phase::armed && disarm_timer(job)) finish(*g, job);
   }
-  job->add_ref();
-  m->run = &on_cancel_message;
-  m->job = job;
-  post_to_scheduler(g->rt, m);
   g->leave();
 }
 
-void drop_scheduled_jobs(loop& l) noexcept {
-  for (scheduled_job* j = l.scheduled_jobs; j != nullptr;) {
+void drop_scheduled_jobs(runtime_impl& rt) noexcept {
+  scheduler_gate& g = *rt.gate.p;
+  std::lock_guard<std::mutex> lk(g.mu);
+  for (scheduled_job* j = g.jobs; j != nullptr;) {
     scheduled_job* next = j->next;
-    if (j->at == scheduled_job::phase::armed) {
-      disarm_timer(j);
-      finish(j);
-    }
+    if (j->at == scheduled_job::phase::armed && disarm_timer(j)) finish(g, j);
     j = next;
   }
 }

@@ -1,11 +1,11 @@
-// lib/scheduler_gate.hpp — the door from a scheduled_handle to its runtime's
-// scheduling loop, which may be gone by the time the handle is used.
+// lib/scheduler_gate.hpp — the door from a scheduled_handle to its runtime,
+// which may be gone by the time the handle is used, and the scheduler's state.
 //
 // A scheduled_handle can outlive its runtime, and schedule/cancel may race
-// shutdown from any thread; both post a message to the scheduling loop, which
-// must be there to take it (a message posted after the loop quit would leak
-// and the post itself would touch a freed runtime). So every post goes
-// through the gate:
+// shutdown from any thread; both arm or disarm a timer on the runtime's first
+// loop, which must still be there (a timer armed after the loops quit would
+// never fire, and the arm itself would touch a freed runtime). So every such
+// call goes through the gate:
 //   state = open | k * pin   k threads are posting now; open until shutdown
 // enter() pins only while open; shutdown closes the gate and waits for the
 // pins to drain before it quits the loops, so every message that got in is
@@ -16,11 +16,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 
 namespace weft::detail {
 
 class runtime_impl;
+struct scheduled_job;
 
 struct scheduler_gate {
   static constexpr std::uint32_t open = 1;
@@ -29,6 +31,10 @@ struct scheduler_gate {
   explicit scheduler_gate(runtime_impl* r) noexcept : rt(r) {}
 
   runtime_impl* const rt;  // valid while pinned
+  // The scheduler's state (lib/scheduler.cpp): every job's phase and the
+  // list of jobs not done, which shutdown drops.
+  std::mutex mu;
+  scheduled_job* jobs = nullptr;
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uint32_t> state{open};
 

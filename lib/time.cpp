@@ -14,25 +14,17 @@ namespace {
 // The wheel counts in ns on the steady clock's epoch; time_point::max() is
 // "never", which the wheel clamps to its horizon.
 std::int64_t to_ns(clock::time_point t) noexcept { return t.time_since_epoch().count(); }
-
-loop& timer_loop() noexcept {
-  loop* l = this_thread().current_loop;
-  assert(l != nullptr && "timers are armed from awaitables, which run on loop threads");
-  return *l;
-}
 }  // namespace
 
 void arm_timer(timer_node* n, clock::time_point deadline) noexcept {
-  loop& l = timer_loop();
-  l.timers().insert(n, to_ns(deadline));
-  l.armed_timers.store(l.timers().size(), std::memory_order_relaxed);
+  loop* l = this_thread().current_loop;
+  assert(l != nullptr && "timers are armed from awaitables, which run on loop threads");
+  l->arm_timer(n, to_ns(deadline));
 }
 
-void disarm_timer(timer_node* n) noexcept {
-  loop& l = timer_loop();
-  l.timers().remove(n);
-  l.armed_timers.store(l.timers().size(), std::memory_order_relaxed);
-}
+void arm_timer_on(loop& on, timer_node* n, clock::time_point deadline) noexcept { on.arm_timer(n, to_ns(deadline)); }
+
+bool disarm_timer(timer_node* n) noexcept { return n->owner != nullptr && n->owner->disarm_timer(n); }
 
 clock::time_point deadline_after(clock::duration d) noexcept {
   const clock::time_point now = clock::now();

@@ -145,19 +145,26 @@ TEST_CASE("when_all of a vector holding an empty task is invalid and destroys th
 }
 
 TEST_CASE("when_any stops every loser before it returns: their frames are gone") {
+  counted::reset();
   runtime rt(loops(2));
-  std::atomic<int> stopped{0};
-  auto loser = [](std::atomic<int>& s) -> task<int> {
-    test::at_exit gone{[&s] { ++s; }};
+  std::atomic<int> started{0}, stopped{0};
+  // A loser holds a counted in its frame from creation (a parameter), so its
+  // frame is gone exactly when the count is back: whether it was stopped at
+  // its sleep, or cancelled before any loop ran it (the winner may finish on
+  // the other loop first).
+  auto loser = [](counted held, std::atomic<int>& in, std::atomic<int>& out) -> task<int> {
+    ++in;
+    test::at_exit gone{[&out] { ++out; }};
     co_await sleep_for(std::chrono::hours(1));
-    co_return -1;
+    co_return held.id;
   };
   std::vector<task<int>> ts;
-  for (int i = 0; i < 100; ++i) ts.push_back(loser(stopped));
+  for (int i = 0; i < 100; ++i) ts.push_back(loser(counted{}, started, stopped));
   ts.push_back(value(5));
   auto [index, v] = rt.block_on(when_any(std::move(ts)));
   CHECK(index == 100);
   CHECK(v == 5);
-  CHECK(stopped == 100);
+  CHECK(counted::alive() == 0);
+  CHECK(stopped == started);
   CHECK(eventually([&] { return rt.stats().timers == 0; }));
 }

@@ -102,7 +102,7 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
 
   lock_guard await_resume() {
     if (granted_inline) return adopt();
-    if (armed()) disarm_timer(this);  // granted before the deadline
+    disarm_timer(this);  // granted before the deadline (or it fired and lost to the grant)
     // acquire: pairs with the claim CAS of whoever ended the wait (the wake
     // already orders it; this keeps the read self-evidently safe).
     switch (claim.load(std::memory_order_acquire)) {
@@ -128,7 +128,7 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
     // acquire: as in await_resume; the stop that destroys us came after the wake.
     if (!adopted_ && !granted_inline && claim.load(std::memory_order_acquire) == granted) {
       adopted_ = true;
-      if (armed()) disarm_timer(this);
+      disarm_timer(this);
       actor_->release();
     }
   }
@@ -136,14 +136,18 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
   lock_actor* actor_;
 
  private:
-  // The cancel hook or the timer (home loop) tries to end the wait.
+  // The cancel hook (on the loop that runs the cancelled waiter) or the timer
+  // (under its wheel's lock, on whichever loop fires it) tries to end the wait.
   void withdraw(std::uint8_t why) noexcept {
     std::uint8_t expected = pending;
     // acq_rel: one winner between this and the grant on another thread; the
     // loser must not touch what the winner goes on to do.
     if (!claim.compare_exchange_strong(expected, why, std::memory_order_acq_rel, std::memory_order_relaxed))
       return;  // granted first: the grant's wake resumes us with the lock
-    if (armed()) disarm_timer(this);  // cancelled before the deadline
+    // Cancelled: the timer goes (if it is firing right now, this waits for
+    // its callback, which lost the claim above and touches nothing more).
+    // Timed out: it is the timer, already off its wheel.
+    if (why == cancelled) disarm_timer(this);
     actor_->withdraw(this);  // the actor wakes us once we are out of its queue
   }
 

@@ -395,8 +395,9 @@ namespace detail {
 // of these can apply. A cancelled task is resumed cancelled by any of these
 // wakes, and so stops (detail/context.hpp): a running job is awaited first,
 // and its result goes with the frame. The frame (with the node) stays alive
-// while on_cancel runs even if the wake is already queued: both run on the
-// home loop. The awaiter holds a reference on the pool's core from admission
+// while on_cancel runs even if a wake comes meanwhile: on_cancel runs while
+// the task is running, and a wake then only marks it (detail/context.hpp).
+// The awaiter holds a reference on the pool's core from admission
 // to destruction, so on_cancel may lock it even if the bounded_elastic
 // object is gone (it was shut down with shutdown_now and destroyed).
 template <class F>

@@ -9,8 +9,8 @@
 // million frames and cells, and a million finished, unjoined ones a million
 // cells (48 bytes for an integer result).
 //
-// The `joiner` word is the rendezvous between the finishing task (on its home
-// loop) and whoever joins it (any loop, or a plain thread in block_on):
+// The `joiner` word is the rendezvous between the finishing task (on the
+// loop that runs its end) and whoever joins it (any loop, or a plain thread in block_on):
 //   0          nobody is waiting, not finished
 //   ready      finished: the outcome may be read
 //   detached   the handle was destroyed before the task finished
@@ -122,7 +122,7 @@ struct join_cell final : pooled {
   // cancelled first or the runtime is stopping.
   static void claim(sched_node* n) noexcept;
 
-  // The task finished; its outcome is in result() (home loop).
+  // The task finished; its outcome is in result() (the loop that ran its end).
   void outcome_ready() noexcept {
     // acq_rel: publishes the outcome to the joiner (release) and, when the
     // handle is already gone, sees everything it did before letting go (acquire).
@@ -144,7 +144,7 @@ struct join_cell final : pooled {
     }
   }
 
-  // The task quiesced (home loop): its context (if any) is freed here unless
+  // The task quiesced (the same loop): its context (if any) is freed here unless
   // a cancel() is still reading it. Nothing of the cell may be read after the
   // fetch_sub unless it says we are the last owner: the handle may free it.
   void strand_gone(spawned_context<T>* self) noexcept {
@@ -292,7 +292,7 @@ void join_cell<T>::claim(sched_node* n) noexcept {
   cell->ctx = x;
   // acq_rel: publishes ctx to cancellers (release); sees an early cancel (acquire).
   if (cell->life.fetch_or(claimed, std::memory_order_acq_rel) & cancel_early)
-    x->flags.store(task_context::cancel_bit, std::memory_order_relaxed);  // nobody else sees x yet
+    x->flags.fetch_or(task_context::cancel_bit, std::memory_order_relaxed);  // nobody else sees x yet
   claim_context(x);
 }
 

@@ -28,8 +28,9 @@
 // else is posted and drained.
 //
 // Who ends a wait: a waiter's `claim` word is taken exactly once, by the grant
-// (from the drainer, on any thread), by its cancel hook or by its acquire
-// timer (both on the waiter's home loop). The winner alone leads to the wake:
+// (from the drainer, on any thread), by its cancel hook (on the loop that
+// runs the cancelled waiter) or by its acquire timer (on whichever loop
+// fires it). The winner alone leads to the wake:
 // a grant wakes the waiter itself; a withdrawal posts a withdraw message and
 // the actor wakes the waiter after it has left the queue (its frame holds the
 // queue links, so it may not resume before). A grant that finds the claim
@@ -126,7 +127,7 @@ class lock_actor {
     fence = taken >> tag_bits;
     return true;
   }
-  // From w's await_suspend, on w's home loop. Pre: w->ctx set, claim pending.
+  // From w's await_suspend, on the loop running w. Pre: w->ctx set, claim pending.
   // Post: granted_inline when w got the lock during this call (no suspend).
   void ask(lock_waiter* w) noexcept;
   // After w's claim was taken by its cancel hook or timer: the actor takes it

@@ -11,11 +11,11 @@
 // delay already past means now (missed periods are never replayed); cancel()
 // stops future runs, and a run in progress finishes.
 //
-// How: every scheduled job of a runtime lives on its first loop (the
-// scheduling loop). Scheduling posts the job there; its timer sits in that
-// loop's wheel, whose (deadline, arm order) firing order gives "equal due
-// times in submission order"; each run is a task started on that loop, and a
-// periodic job is re-armed only after its run has finished.
+// How: every scheduled job's timer sits in the wheel of the runtime's first
+// loop, whose (deadline, arm order) firing order gives "equal due times in
+// submission order"; each run is a task started, in firing order, on the
+// loop that fired it (any loop may, when the first is busy), and a periodic
+// job is re-armed only after its run has finished (lib/scheduler.cpp).
 #pragma once
 
 #include <atomic>
@@ -73,7 +73,7 @@ namespace detail {
 
 struct scheduled_job : timer_node {
   enum class kind : std::uint8_t { once, fixed_rate, fixed_delay };
-  enum class phase : std::uint8_t { posted, armed, running, done };  // scheduling loop only
+  enum class phase : std::uint8_t { posted, armed, running, done };  // under the gate's mutex
 
   std::atomic<std::uint32_t> refs{1};
   std::atomic<bool> cancel_requested{false};
@@ -83,9 +83,9 @@ struct scheduled_job : timer_node {
   phase at = phase::posted;
   clock::time_point due;
   clock::duration period{};
-  runtime_impl* rt = nullptr;     // used on the scheduling loop only
+  runtime_impl* rt = nullptr;     // used by the scheduler while the job is not done
   scheduler_gate* gate = nullptr; // how other threads reach it (lib/scheduler_gate.hpp)
-  scheduled_job* prev = nullptr;  // the scheduling loop's list of jobs not done
+  scheduled_job* prev = nullptr;  // the gate's list of jobs not done
   scheduled_job* next = nullptr;
 
   scheduled_job() = default;
@@ -103,7 +103,7 @@ struct scheduled_job : timer_node {
   }
 };
 
-// Hands a new job to rt's scheduling loop. rejected_execution after shutdown.
+// Arms a new job on rt. rejected_execution after shutdown.
 void schedule_job(runtime_impl* rt, scheduled_job* job);
 void cancel_job(scheduled_job* job) noexcept;
 
@@ -148,7 +148,7 @@ scheduled_handle make_scheduled(runtime_impl* rt, F&& fn, scheduled_job::kind ho
   job->period = period;
   job->rt = rt;
   scheduled_handle h(job);  // the handle's reference
-  job->add_ref();           // the scheduling loop's reference
+  job->add_ref();           // the scheduler's reference
   try {
     schedule_job(rt, job);
   } catch (...) {

@@ -39,8 +39,9 @@ struct sleep_awaiter : cancel_hook, timer_node {
   explicit sleep_awaiter(clock::time_point d) noexcept : deadline(d) {
     on_cancel = [](cancel_hook* h) noexcept {
       auto* self = static_cast<sleep_awaiter*>(h);
-      disarm_timer(self);
-      wake(self->ctx);
+      // Fired meanwhile (on a peer standing in for the timer's loop): the
+      // fire's wake is the one wake.
+      if (disarm_timer(self)) wake(self->ctx);
     };
     fire = [](timer_node* n) noexcept { wake(static_cast<sleep_awaiter*>(n)->ctx); };
   }

@@ -54,7 +54,7 @@ struct child_group : cancel_hook {
     auto* g = static_cast<child_group*>(h);
     for (task_context* c : g->members) request_cancel(c);
   }
-  // A child's outcome is in place (child's home loop).
+  // A child's outcome is in place (the loop that ran the child's end).
   void child_outcome(std::size_t index, bool failed) noexcept {
     if (!failed && !first_finisher_wins) return;
     // relaxed: a look before the CAS, so that the losers of a when_any (or
@@ -68,7 +68,7 @@ struct child_group : cancel_hook {
         if (i != index) request_cancel(members[i]);
     }
   }
-  // A child finished and nothing is in flight to it (child's home loop).
+  // A child finished and nothing is in flight to it (the loop that ran the child's end).
   void child_quiesced() noexcept {
     // acq_rel: the last child must see the others' outcomes before waking the parent.
     if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) wake(parent);

@@ -1,10 +1,10 @@
 // weft/yield.hpp — yield(): let the rest of the loop run.
 //
-// The task goes to the back of its own loop's run queue (it is never moved to
-// another loop by a yield), and runs again only after the loop has looked at
-// its timers and io_uring completions once: a task that yields in a loop
-// cannot starve a timer, and a deadline that passed while it computed is
-// noticed at its yield. yield is a cancellation point: a task cancelled
+// The task goes to the back of its loop's run queue, and runs again only
+// after the loop has looked at its timers and io_uring completions once: a
+// task that yields in a loop cannot starve a timer, and a deadline that
+// passed while it computed is noticed at its yield. Like any runnable task,
+// it may be taken by an idle loop meanwhile (detail/context.hpp). yield is a cancellation point: a task cancelled
 // before or while it yields stops there (cancel.hpp).
 #pragma once
 

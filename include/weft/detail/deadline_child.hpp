@@ -2,10 +2,11 @@
 // deadline: the one piece timeout() (time.hpp) and a lock's lease
 // (actor_lock.hpp) are both made of.
 //
-// The child runs as a context of its own on the parent's loop (start_local),
-// so the child, its timer and the parent all live on one loop and need no
-// atomics. At the deadline the child is cancelled and stops at its
-// suspension point. The parent is woken only once the child has finished and
+// The child runs as a context of its own, first on the parent's loop
+// (start_local: it starts right behind the parent), then wherever it is
+// woken, like any task; its timer stays on the parent's loop's wheel, whose
+// lock orders the fire against the child's finish. At the deadline the
+// child is cancelled and stops at its suspension point. The parent is woken only once the child has finished and
 // no cancel delivery to it is in flight, so the child's context and result,
 // which live in the parent's frame, are never touched after the parent moves
 // on. A parent cancelled while it waits cancels the child, and is stopped
@@ -74,7 +75,7 @@ class deadline_child : timer_node, cancel_hook {
     }
   };
   void child_done() noexcept {
-    if (armed()) disarm_timer(this);  // finished first: the timer goes at once
+    disarm_timer(this);  // finished first: the timer goes at once (or has fired and returned)
     wake(parent_);
   }
 

@@ -56,6 +56,9 @@ struct root_holder : task_context {
   // Takes ownership of a root frame released from its task.
   explicit root_holder(std::coroutine_handle<task_promise<T>> root) noexcept {
     root.promise().root_of = this;
+    // Queued from birth: its starter pushes it (or, for a spawned task, the
+    // claim runs it), so a cancel that comes first must not queue it too.
+    flags.store(queued_bit, std::memory_order_relaxed);
     root_ = &root.promise();
     top = root_;
     resume_point = root;
@@ -78,7 +81,7 @@ struct root_holder : task_context {
     root.destroy();
     if (self->on_outcome) self->on_outcome(self);
   }
-  // Set by the owner: the outcome is now in `*out` (home loop).
+  // Set by the owner: the outcome is now in `*out` (the loop that ran its end).
   void (*on_outcome)(root_holder*) noexcept = nullptr;
 
  private:

@@ -3,9 +3,12 @@
 // holds the wheel itself and its invariants).
 //
 // A node is intrusive: it lives in its owner (a sleeping coroutine's frame, a
-// scheduled job), so arming allocates nothing. It is armed on, fired on, and
-// disarmed on one loop: the one that armed it. `fire` runs on that loop when
-// the deadline has passed, after the node was removed from the wheel.
+// scheduled job), so arming allocates nothing. It is armed on the calling
+// loop's wheel and stays there; any loop of the runtime may disarm it, and
+// `fire` runs on whichever loop advances that wheel past the deadline (the
+// owner, or a peer standing in for a busy owner), under the wheel's lock,
+// after the node was removed from the wheel. So a disarm that returns false
+// has waited for the fire to finish, and the node may go at once.
 #pragma once
 
 #include <cassert>
@@ -19,6 +22,7 @@ using clock = std::chrono::steady_clock;
 namespace detail {
 
 class timer_wheel;
+class loop;
 
 // Links of an intrusive circular list. Slot heads are bare links (sentinels);
 // nodes derive from it so the same pointers thread both.
@@ -33,6 +37,7 @@ struct timer_link {
 struct timer_node : private timer_link {
   std::int64_t deadline = 0;  // ns on the steady clock's epoch; written by insert()
   void (*fire)(timer_node*) noexcept = nullptr;  // for the owner; the wheel never calls it
+  loop* owner = nullptr;  // whose wheel it was last armed on (arm_timer)
 
   timer_node() noexcept = default;
   timer_node(const timer_node& other) noexcept
@@ -46,6 +51,8 @@ struct timer_node : private timer_link {
   // An armed node dying leaves the wheel pointing into freed memory.
   ~timer_node() { assert(!armed() && "a timer_node must be removed before its storage ends"); }
 
+  // Only under the wheel's lock, or where no other thread can fire or
+  // disarm the node: use disarm_timer()'s result elsewhere.
   bool armed() const noexcept { return next != nullptr; }
 
  private:
@@ -56,10 +63,16 @@ struct timer_node : private timer_link {
 
 // Arms n on the current loop's wheel for `deadline` (time_point::max() is
 // "never": clamped to the wheel's horizon, and cancellable). O(1), no
-// allocation. Loop threads only; n must not be armed already.
+// allocation. Loop threads only; n must not be armed already, and a timer
+// callback must not arm on the wheel it runs from.
 void arm_timer(timer_node* n, clock::time_point deadline) noexcept;
-// Removes n if armed; O(1). On the loop that armed it.
-void disarm_timer(timer_node* n) noexcept;
+// Arms n on `on`'s wheel instead (the scheduler keeps every job on one wheel
+// so that equal due times fire in the order they were armed).
+void arm_timer_on(loop& on, timer_node* n, clock::time_point deadline) noexcept;
+// Removes n if armed; O(1); any loop thread. True when it was armed: it will
+// not fire. False when it had fired (its callback has returned) or was never
+// armed. Must not be called from a timer callback of the same wheel.
+bool disarm_timer(timer_node* n) noexcept;
 
 }  // namespace detail
 }  // namespace weft

@@ -1,10 +1,14 @@
-// lib/fresh_queue.hpp — spawned tasks that have not started yet.
+// lib/steal_queue.hpp — runnable work that any loop of the runtime may take.
 //
-// The one queue other loops may take from: a task that has never run has no
-// home yet, so an idle loop can steal it and make itself its home. A
-// brief_spin_mutex guards the intrusive list (pushes and batch pops are
-// short); `size_` is readable without the lock so a loop about to sleep, or
-// one looking for a victim, can see work cheaply.
+// Each loop's run queue (new tasks, woken tasks, yielded ones), and the
+// runtime's inject queue (wakes and spawns from threads that are not its
+// loops). The owner pushes and pops one node at a time; a loop with nothing
+// to do takes a batch (half a victim's queue) at once. A spin_lock
+// guards the intrusive list, and every section under it is a few pointer
+// moves; `size_` is readable without the lock so a loop about to sleep, or
+// one looking for a victim, can see work cheaply. FIFO: a node pushed now
+// runs after everything already queued, so nothing starves behind tasks
+// that keep waking each other.
 #pragma once
 
 #include <algorithm>
@@ -12,15 +16,15 @@
 #include <cstddef>
 #include <mutex>
 
-#include "brief_spin_mutex.hpp"
+#include "spin_lock.hpp"
 #include "run_queue.hpp"
 
 namespace weft::detail {
 
-class fresh_queue {
+class steal_queue {
  public:
   void push(sched_node* c) noexcept {
-    std::lock_guard<brief_spin_mutex> g(mu_);
+    std::lock_guard<spin_lock> g(mu_);
     list_.push(c);
     // seq_cst: part of the sleep handshake — a loop that published "sleeping"
     // must either see this size or be seen sleeping by the pusher.
@@ -29,8 +33,27 @@ class fresh_queue {
 
   // Moves every node of `from` to the back, under one lock.
   void push_all(run_queue& from) noexcept {
-    std::lock_guard<brief_spin_mutex> g(mu_);
+    std::lock_guard<spin_lock> g(mu_);
     list_.push_all(from);
+    size_.store(list_.size());  // seq_cst: as in push
+  }
+
+  sched_node* pop() noexcept {
+    if (size_.load(std::memory_order_relaxed) == 0) return nullptr;
+    std::lock_guard<spin_lock> g(mu_);
+    sched_node* n = list_.pop();
+    // relaxed: the owner's own pop; a sleeper re-checks with seq_cst loads,
+    // and a pusher that matters stores seq_cst after us.
+    if (n) size_.store(list_.size(), std::memory_order_relaxed);
+    return n;
+  }
+
+  // Moves every node of `from` to the front, keeping its order: tasks whose
+  // wait just ended (a timer fired) run before those that merely yielded.
+  void push_front_all(run_queue& from) noexcept {
+    if (from.empty()) return;
+    std::lock_guard<spin_lock> g(mu_);
+    list_.push_front_all(from);
     size_.store(list_.size());  // seq_cst: as in push
   }
 
@@ -43,7 +66,7 @@ class fresh_queue {
     if (size_.load(std::memory_order_relaxed) == 0) return 0;
     run_queue all;
     {
-      std::lock_guard<brief_spin_mutex> g(mu_);
+      std::lock_guard<spin_lock> g(mu_);
       all.push_all(list_);
       // Not zero while we hold the rest: a loop deciding whether to sleep
       // must still see that work exists (it is back within a moment).
@@ -52,7 +75,7 @@ class fresh_queue {
     const std::size_t n = std::min(max, all.size());
     all.move_front_to(out, n);
     if (!all.empty()) {
-      std::lock_guard<brief_spin_mutex> g(mu_);
+      std::lock_guard<spin_lock> g(mu_);
       list_.push_front_all(all);
       size_.store(list_.size());  // seq_cst: as in push
     }
@@ -62,7 +85,7 @@ class fresh_queue {
   std::size_t size() const noexcept { return size_.load(); }
 
  private:
-  brief_spin_mutex mu_;
+  spin_lock mu_;
   run_queue list_;
   std::atomic<std::size_t> size_{0};
 };

@@ -35,7 +35,13 @@ namespace weft::detail {
 
 thread_state& this_thread() noexcept {
   // The one thread-local weft keeps: which loop (if any) this thread runs.
+  // Out of line, never inlined (not even by LTO), and opaque to the
+  // optimiser: a task migrates between loops across a co_await, and clang
+  // before 16 keeps a thread-local's address computed before a suspension
+  // point and reuses it after (LLVM issues 47177, 47179, 63022), which in a
+  // coroutine body would read the previous thread's state.
   static thread_local thread_state state;
+  asm volatile("" ::: "memory");
   return state;
 }
 

@@ -146,7 +146,7 @@ struct thread_state {
   thread_state& operator=(const thread_state&) = delete;
   ~thread_state();
 };
-thread_state& this_thread() noexcept;
+[[gnu::noinline]] thread_state& this_thread() noexcept;  // see lib/context.cpp
 
 inline task_context* current_context() noexcept { return this_thread().current; }
 

@@ -84,6 +84,47 @@ TEST_CASE("only one task holds the lock at a time: 1,000 tasks on 2 loops yieldi
   CHECK(lock.waiters() == 0);
 }
 
+TEST_CASE("a task that holds the lock asking for it again gets std::logic_error, not a deadlock") {
+  runtime rt(test::loops(2));
+  actor_lock lock;
+  keyed_lock keys;
+  auto twice = [](actor_lock& l) -> task<std::string> {
+    auto g = co_await l.acquire(std::chrono::seconds(5));
+    try {
+      auto again = co_await l.acquire(std::chrono::seconds(5));
+      co_return "granted twice";
+    } catch (const std::logic_error& e) {
+      co_return e.what();
+    }
+  };
+  const std::string said = rt.block_on(twice(lock));
+  CHECK_MESSAGE(said.find("not re-entrant") != std::string::npos, said);
+  CHECK_FALSE(lock.locked());  // the first guard went with the task
+  // Another task, and the same task after letting go, take it as usual.
+  auto after = [](actor_lock& l) -> task<bool> {
+    {
+      auto g = co_await l.acquire(std::chrono::seconds(5));
+    }
+    auto g = co_await l.acquire(std::chrono::seconds(5));
+    co_return g.owns_lock();
+  };
+  CHECK(rt.block_on(after(lock)));
+  // The same for one key of a keyed_lock; another key is a different lock.
+  auto keyed = [](keyed_lock& k) -> task<std::string> {
+    auto a = co_await k.acquire("a", std::chrono::seconds(5));
+    auto b = co_await k.acquire("b", std::chrono::seconds(5));
+    try {
+      auto again = co_await k.acquire("a", std::chrono::seconds(5));
+      co_return "granted twice";
+    } catch (const std::logic_error& e) {
+      co_return e.what();
+    }
+  };
+  const std::string keyed_said = rt.block_on(keyed(keys));
+  CHECK_MESSAGE(keyed_said.find("not re-entrant") != std::string::npos, keyed_said);
+  CHECK(eventually([&] { return keys.keys() == 0; }));
+}
+
 TEST_CASE("an uncontended acquire is granted without suspending and locked() reports the holder") {
   runtime rt(loops(1));
   actor_lock lock;

@@ -81,6 +81,10 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
     if (ctx == nullptr)
       throw std::logic_error("weft: a lock's acquire() was awaited outside a weft task; run it in a task "
                              "(runtime::spawn or runtime::block_on)");
+    if (actor_->held_by(ctx))
+      throw std::logic_error("weft: this task already holds the lock it asked for again; weft locks are not "
+                             "re-entrant, and waiting for itself would deadlock. Release the guard first, or "
+                             "take the lock once around everything that needs it");
     if (stop_if_cancelled(ctx, h)) return true;
     // The hook goes in before the ask: once asked we may be granted from
     // another loop at any moment, and a cancel delivered after we suspend
@@ -153,6 +157,7 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
 
   lock_guard adopt() noexcept {
     adopted_ = true;
+    actor_->set_owner(current_context());
     return lock_access::adopt(actor_, fence);
   }
 
@@ -232,7 +237,8 @@ class actor_lock {
   // co_await lock.acquire(t) -> lock_guard. Throws lock_timeout when not
   // granted within t (clock::duration::max(): no limit; t <= 0 takes the
   // lock only if nobody holds it or waits). A task cancelled while it waits
-  // stops there.
+  // stops there. The task that holds the lock asking for it again throws
+  // std::logic_error (locks are not re-entrant; it would wait for itself).
   [[nodiscard]] acquire_awaiter acquire(clock::duration acquire_timeout = clock::duration::max()) noexcept {
     return acquire_awaiter(&actor_, acquire_timeout);
   }

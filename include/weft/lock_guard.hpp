@@ -163,6 +163,15 @@ class lock_actor {
   }
   std::uint64_t last_fence() const noexcept { return mail_.load(std::memory_order_relaxed) >> tag_bits; }
 
+  // The task that took the current grant (set as its guard is made, cleared
+  // before the release), so that the holder asking again is an error rather
+  // than a deadlock. relaxed: only a task comparing with itself reads it
+  // meaningfully, and its own writes are in its program order.
+  void set_owner(const task_context* c) noexcept { owner_.store(c, std::memory_order_relaxed); }
+  bool held_by(const task_context* c) const noexcept {
+    return c != nullptr && owner_.load(std::memory_order_relaxed) == c;
+  }
+
   // Set by keyed_lock: a guard or waiter of this actor lets go of its
   // reference to it. Called after release(), or after a failed acquire.
   void (*unref)(lock_actor*) noexcept = nullptr;
@@ -200,6 +209,7 @@ class lock_actor {
   // held_ while busy, and queued_, for locked() and waiters() from any thread.
   std::atomic<bool> held_seen_{false};
   std::atomic<std::size_t> queued_seen_{0};
+  std::atomic<const task_context*> owner_{nullptr};
 };
 
 struct lock_access;
@@ -233,6 +243,7 @@ class lock_guard {
   // Releases the lock (the next waiter is granted); a no-op once released.
   void unlock() noexcept {
     if (detail::lock_actor* a = std::exchange(actor_, nullptr)) {
+      a->set_owner(nullptr);
       a->release();
       if (a->unref) a->unref(a);
     }

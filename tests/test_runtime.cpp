@@ -304,7 +304,9 @@ TEST_CASE("tasks that keep waking each other on one loop do not starve spawns an
   auto player = [](actor_lock& l, std::atomic<bool>& s, std::atomic<long>& r) -> task<void> {
     {
       auto first = co_await l.acquire();
-      co_await yield();  // let the other player queue behind us
+      // Hold it until the other player queues behind us (it may start a
+      // turn later: spawned from this thread, it reaches the loop later).
+      co_await test::until([&] { return l.waiters() > 0 || s.load(); });
     }
     while (!s) {
       auto g = co_await l.acquire();

@@ -62,9 +62,9 @@ namespace {
 
 using tc = task_context;
 
-void finish_context(task_context* ctx, bool linked, bool stopped) noexcept {
+void finish_context(task_context* ctx, bool stopped) noexcept {
   thread_state& ts = this_thread();
-  if (linked) ctx->live_owner->unlink_live(ctx);
+  if (ctx->live_owner != nullptr) ctx->live_owner->unlink_live(ctx);
   ctx->hook = nullptr;
   ts.current_loop->count_completion();
   // acq_rel: a canceller that sees done_bit leaves the context alone; nothing
@@ -90,7 +90,7 @@ void stop_strand(task_context* ctx) noexcept {
     p = up;
   }
   ctx->top = p;
-  finish_context(ctx, true, true);
+  finish_context(ctx, true);
 }
 
 // Queue a context that this thread moved to queued: on the calling loop when
@@ -122,6 +122,12 @@ std::uint32_t begin_run(task_context* ctx) noexcept {
 // be touched after a CAS that parks it: a waker may queue it and another
 // loop run it at once.
 bool end_run(task_context* ctx) noexcept {
+  // A task joins its loop's live list (which shutdown cancels) the first time
+  // it parks: one that runs to its end in one go never costs the list's lock
+  // (W1's children), and one that runs or is queued meets the stopping loop
+  // at its next resumption or suspension point anyway.
+  if (ctx->live_owner == nullptr && !(ctx->flags.load(std::memory_order_relaxed) & tc::woken_bit))
+    this_thread().current_loop->link_live(ctx);
   const bool hooked = ctx->hook != nullptr && ctx->shield == 0;
   // acquire (load and failed CAS): a cancel seen here hands us the
   // canceller's writes before we call the hook.
@@ -194,15 +200,14 @@ void claim_context(sched_node* n) noexcept {
   if ((old & tc::cancel_bit) || l->stopping()) {
     thread_state& ts = this_thread();
     const bool outer_ended = ts.current_ended;
-    finish_context(ctx, false, true);  // dropped unrun: stopped
+    finish_context(ctx, true);  // dropped unrun: stopped
     ts.current_ended = outer_ended;
     return;
   }
-  l->link_live(ctx);
   run_strand(ctx, old | tc::woken_bit);  // the first run resumes the root, in resume_point
 }
 
-void finish_root(task_context* ctx) noexcept { finish_context(ctx, true, false); }
+void finish_root(task_context* ctx) noexcept { finish_context(ctx, false); }
 
 bool is_cancelled(const task_context* ctx) noexcept {
   if (ctx->shield != 0) return false;

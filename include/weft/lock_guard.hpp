@@ -222,12 +222,19 @@ struct lock_access;
 class lock_guard {
  public:
   lock_guard() noexcept = default;  // owns nothing
-  lock_guard(lock_guard&& o) noexcept : actor_(std::exchange(o.actor_, nullptr)), fence_(o.fence_) {}
+  // A moved guard may leave the task that took it (returned, handed to
+  // another task), so the lock forgets its owning task: asking again from
+  // there is no longer caught as re-entrant, and a task that reuses the
+  // first one's memory is never taken for it.
+  lock_guard(lock_guard&& o) noexcept : actor_(std::exchange(o.actor_, nullptr)), fence_(o.fence_) {
+    if (actor_) actor_->set_owner(nullptr);
+  }
   lock_guard& operator=(lock_guard&& o) noexcept {
     if (this != &o) {
       unlock();
       actor_ = std::exchange(o.actor_, nullptr);
       fence_ = o.fence_;
+      if (actor_) actor_->set_owner(nullptr);
     }
     return *this;
   }

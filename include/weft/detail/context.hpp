@@ -112,7 +112,7 @@ struct task_context : sched_node {
   cancel_hook* hook = nullptr;             // the runner's
   std::coroutine_handle<> resume_point;    // the runner's (or before start)
   promise_base* top = nullptr;             // innermost weft coroutine (the runner's, or before start)
-  loop* live_owner = nullptr;              // whose live list holds it (for shutdown)
+  loop* live_owner = nullptr;              // whose live list holds it (for shutdown), from its first park
   task_context* live_prev = nullptr;       // that list's links, under its lock
   task_context* live_next = nullptr;
   // The strand ended: its root coroutine finished (stopped == false; the

@@ -20,6 +20,7 @@
 #include <weft/runtime.hpp>
 #include <weft/scheduled_handle.hpp>
 #include <weft/time.hpp>
+#include <weft/yield.hpp>
 
 #include "runtime_impl.hpp"
 #include "scheduler_gate.hpp"
@@ -70,8 +71,9 @@ clock::time_point saturating_add(clock::time_point t, clock::duration d) noexcep
 // never runs).
 struct run_ticket {
   scheduled_job* j;
-  explicit run_ticket(scheduled_job* job) noexcept : j(job) {}
-  run_ticket(run_ticket&& o) noexcept : j(std::exchange(o.j, nullptr)) {}
+  std::uint64_t turn;  // this run's place in firing order
+  run_ticket(scheduled_job* job, std::uint64_t n) noexcept : j(job), turn(n) {}
+  run_ticket(run_ticket&& o) noexcept : j(std::exchange(o.j, nullptr)), turn(o.turn) {}
   ~run_ticket() {
     if (j == nullptr) return;
     std::lock_guard<std::mutex> g(j->gate->mu);
@@ -84,6 +86,22 @@ bool shutting_down(scheduled_job* j) noexcept { return j->rt->stopping.load(); }
 task<void> run_job(run_ticket t) {
   scheduled_job* j = t.j;
   scheduler_gate& gate = *j->gate;
+  // Runs start in the order their timers fired, whichever loops they were
+  // fired on or stolen by: each waits for the run fired before it to have
+  // started. A plain callable counts as started once it has returned (it
+  // never suspends, so that costs its successor nothing it would not wait
+  // for anyway on one loop); a task-returning one once its task is about to
+  // start. (acquire: pairs with the release in next_may_start; a yield is
+  // cheap, and the wait is one hand-over long.)
+  while (gate.started.load(std::memory_order_acquire) != t.turn) co_await weft::yield();
+  struct next_may_start {
+    scheduler_gate* g;
+    void now() noexcept {
+      // release: this run's start happens before the next one's.
+      if (g) std::exchange(g, nullptr)->started.fetch_add(1, std::memory_order_release);
+    }
+    ~next_may_start() { now(); }  // also when the run ends early or is stopped
+  } pass{&gate};
   {
     std::lock_guard<std::mutex> g(gate.mu);
     if (j->cancel_requested.load(std::memory_order_acquire) || shutting_down(j)) co_return;  // t finishes it
@@ -91,6 +109,7 @@ task<void> run_job(run_ticket t) {
   }
   bool stop = false;
   try {
+    if (j->work->suspends) pass.now();
     co_await j->work->run();
   } catch (const cancelled&) {
     stop = true;  // the job threw cancelled itself: it ends, as a stopped task does, without a report
@@ -100,6 +119,7 @@ task<void> run_job(run_ticket t) {
     stop = j->on_error == periodic_error::stop;
     j->rt->errors->report(std::current_exception());
   }
+  pass.now();
   std::lock_guard<std::mutex> g(gate.mu);
   if (stop || j->how == scheduled_job::kind::once || j->cancel_requested.load(std::memory_order_acquire) ||
       shutting_down(j))
@@ -113,7 +133,10 @@ task<void> run_job(run_ticket t) {
 // The job's timer fired (under the wheel's lock, on the loop that fired it).
 void start_run(timer_node* n) noexcept {
   auto* j = static_cast<scheduled_job*>(n);
-  join_cell<void>* s = make_spawn(run_job(run_ticket(j)), j->rt->errors.p);
+  // Every job's timer is on one wheel, whose lock is held here: `fired`
+  // counts the fires in their order.
+  const std::uint64_t turn = j->gate->fired++;
+  join_cell<void>* s = make_spawn(run_job(run_ticket(j, turn)), j->rt->errors.p);
   start_node_local(&s->u.link);  // cannot throw on a loop thread
   s->detach();
 }

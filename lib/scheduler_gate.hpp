@@ -35,6 +35,11 @@ struct scheduler_gate {
   // list of jobs not done, which shutdown drops.
   std::mutex mu;
   scheduled_job* jobs = nullptr;
+  // Runs fired so far (under the first loop's wheel lock, where every job's
+  // timer is), and runs that have started: run n starts once started == n,
+  // so runs start in firing order on whichever loops they run.
+  std::uint64_t fired = 0;
+  std::atomic<std::uint64_t> started{0};
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uint32_t> state{open};
 

@@ -40,12 +40,15 @@ struct scheduler_gate;
 struct scheduled_work {
   virtual ~scheduled_work() = default;
   virtual task<void> run() = 0;
+  // run() may suspend (the callable returns a task). A plain callable runs
+  // to its end inside run()'s first step.
+  bool suspends = false;
 };
 
 template <class F>
 struct scheduled_fn final : scheduled_work {
   F fn;
-  explicit scheduled_fn(F f) : fn(std::move(f)) {}
+  explicit scheduled_fn(F f) : fn(std::move(f)) { suspends = std::is_invocable_r_v<task<void>, F&>; }
   task<void> run() override {
     if constexpr (std::is_invocable_r_v<task<void>, F&>) {
       co_await fn();  // fn stays alive with the job, past the task it returned

@@ -23,6 +23,7 @@
 #include "counted.hpp"
 #include "never.hpp"
 
+#include "stop_probe.hpp"
 #include "support.hpp"
 
 using namespace weft;
@@ -766,4 +767,74 @@ TEST_CASE("default lock options: 3 s to acquire and a 3 s lease, as the seed") {
   keyed_lock keys;
   CHECK(keys.defaults().acquire_timeout == std::chrono::seconds(3));
   CHECK(keys.defaults().lease_timeout == std::chrono::seconds(3));
+}
+
+// ---- a lease on an acquire() guard ---------------------------------------------
+
+TEST_CASE("a lease on an acquire() guard stops its holder parked in a sleep, and the lock moves on") {
+  runtime rt(loops(2));
+  actor_lock lock;
+  std::atomic<bool> holding{false}, cleaned_up{false};
+  auto holder = [](actor_lock& l, std::atomic<bool>& h, std::atomic<bool>& c) -> task<int> {
+    lock_guard g = co_await l.acquire(5s, 50ms);
+    test::at_exit cleanup{[&c] { c = true; }};
+    h = true;
+    co_await sleep_for(1h);  // overruns its lease
+    co_return 1;
+  };
+  auto h = rt.spawn(holder(lock, holding, cleaned_up));
+  REQUIRE(eventually([&] { return holding.load(); }));
+  auto next = rt.spawn([](actor_lock& l) -> task<bool> {
+    lock_guard g = co_await l.acquire(generous);
+    co_return g.owns_lock();
+  }(lock));
+  CHECK(test::finishes_cancelled(h));  // stopped: its guard released as the frame went
+  CHECK(cleaned_up);
+  CHECK(next.join_blocking());
+  CHECK_FALSE(lock.locked());
+}
+
+TEST_CASE("a lease on an acquire() guard stops its holder parked on another lock; it leaves that queue") {
+  runtime rt(loops(2));
+  actor_lock a, b;
+  std::atomic<bool> b_taken{false}, release_b{false};
+  auto b_holder = rt.spawn([](actor_lock& l, std::atomic<bool>& taken, std::atomic<bool>& let_go) -> task<void> {
+    lock_guard g = co_await l.acquire();
+    taken = true;
+    co_await until([&] { return let_go.load(); });
+  }(b, b_taken, release_b));
+  REQUIRE(eventually([&] { return b_taken.load(); }));
+  auto holder = rt.spawn([](actor_lock& first, actor_lock& second) -> task<void> {
+    lock_guard g = co_await first.acquire(5s, 50ms);
+    lock_guard h = co_await second.acquire();  // waits for ever: b is held
+  }(a, b));
+  REQUIRE(eventually([&] { return b.waiters() == 1; }));
+  CHECK(test::finishes_cancelled(holder));
+  CHECK(b.waiters() == 0);  // left b's queue as it stopped
+  CHECK_FALSE(a.locked());  // and released a
+  release_b = true;
+  b_holder.join_blocking();
+}
+
+TEST_CASE("a guard released before its lease ends leaves its task alone, and a moved guard has no lease") {
+  runtime rt(loops(2));
+  actor_lock lock;
+  auto early = [](actor_lock& l) -> task<int> {
+    {
+      lock_guard g = co_await l.acquire(5s, 20ms);
+    }
+    co_await sleep_for(60ms);  // past the lease, without the lock
+    lock_guard g = co_await l.acquire(5s, 20ms);
+    lock_guard moved = std::move(g);  // the lease ended with the move
+    co_await sleep_for(60ms);
+    co_return 7;
+  };
+  CHECK(rt.block_on(early(lock)) == 7);
+  CHECK_FALSE(lock.locked());
+}
+
+TEST_CASE("acquire refuses a lease that is not positive") {
+  actor_lock lock;
+  CHECK_THROWS_AS((void)lock.acquire(1s, 0s), std::invalid_argument);
+  CHECK_THROWS_AS((void)lock.acquire(1s, -1s), std::invalid_argument);
 }

@@ -59,7 +59,9 @@ void check_lock_options(const lock_options& opts, const char* who);
 class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
  public:
   // timeout: clock::duration::max() waits for ever; <= 0 only takes a free lock.
-  acquire_awaiter(lock_actor* a, clock::duration timeout) noexcept : actor_(a), timeout_(timeout) {
+  // lease: clock::duration::max() for none (see lock_actor::arm_lease).
+  acquire_awaiter(lock_actor* a, clock::duration timeout, clock::duration lease = clock::duration::max()) noexcept
+      : actor_(a), timeout_(timeout), lease_(lease) {
     on_cancel = [](cancel_hook* h) noexcept { static_cast<acquire_awaiter*>(h)->withdraw(cancelled); };
     fire = [](timer_node* t) noexcept { static_cast<acquire_awaiter*>(t)->withdraw(timed_out); };
   }
@@ -158,10 +160,12 @@ class acquire_awaiter : lock_waiter, cancel_hook, timer_node {
   lock_guard adopt() noexcept {
     adopted_ = true;
     actor_->set_owner(current_context());
+    if (lease_ != clock::duration::max()) actor_->arm_lease(deadline_after(lease_));
     return lock_access::adopt(actor_, fence);
   }
 
   clock::duration timeout_;
+  clock::duration lease_;
   bool adopted_ = false;  // await_resume handed the grant to a lock_guard
 };
 
@@ -239,8 +243,16 @@ class actor_lock {
   // lock only if nobody holds it or waits). A task cancelled while it waits
   // stops there. The task that holds the lock asking for it again throws
   // std::logic_error (locks are not re-entrant; it would wait for itself).
-  [[nodiscard]] acquire_awaiter acquire(clock::duration acquire_timeout = clock::duration::max()) noexcept {
-    return acquire_awaiter(&actor_, acquire_timeout);
+  // With a lease, a holder that keeps the guard past it is cancelled: it
+  // stops at its next suspension point, its guard is destroyed and the lock
+  // moves on (a holder that never suspends keeps it; moving the guard ends
+  // the lease). std::invalid_argument for a lease that is not positive.
+  [[nodiscard]] acquire_awaiter acquire(clock::duration acquire_timeout = clock::duration::max(),
+                                        clock::duration lease_timeout = clock::duration::max()) {
+    if (lease_timeout <= clock::duration::zero())
+      throw std::invalid_argument("weft: actor_lock::acquire: the lease must be positive; use "
+                                  "clock::duration::max() for no lease");
+    return acquire_awaiter(&actor_, acquire_timeout, lease_timeout);
   }
 
   // Runs fn() holding the lock; F returns task<R> or R. Throws lock_timeout,

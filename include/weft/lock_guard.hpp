@@ -109,7 +109,7 @@ struct lock_waiter {
 
 class lock_actor {
  public:
-  lock_actor() noexcept = default;
+  lock_actor() noexcept { lease_.actor = this; }
   lock_actor(const lock_actor&) = delete;
   lock_actor& operator=(const lock_actor&) = delete;
   ~lock_actor();  // debug builds assert the lock is free and nobody waits
@@ -167,10 +167,20 @@ class lock_actor {
   // before the release), so that the holder asking again is an error rather
   // than a deadlock. relaxed: only a task comparing with itself reads it
   // meaningfully, and its own writes are in its program order.
-  void set_owner(const task_context* c) noexcept { owner_.store(c, std::memory_order_relaxed); }
+  void set_owner(task_context* c) noexcept { owner_.store(c, std::memory_order_relaxed); }
   bool held_by(const task_context* c) const noexcept {
     return c != nullptr && owner_.load(std::memory_order_relaxed) == c;
   }
+
+  // The lease of the current grant (actor_lock::acquire with a lease): when
+  // it runs out, the owning task is cancelled; it stops at its suspension
+  // point and its guard, destroyed, lets the lock move on. Armed by the
+  // owner as it takes the guard; ended by the guard (release or move, any
+  // thread) before the owner is forgotten for good: a disarm racing the fire
+  // waits for it under the wheel's lock, so the fire never reaches a task
+  // that has let go.
+  void arm_lease(clock::time_point until) noexcept { arm_timer(&lease_, until); }
+  void end_lease() noexcept { disarm_timer(&lease_); }
 
   // Set by keyed_lock: a guard or waiter of this actor lets go of its
   // reference to it. Called after release(), or after a failed acquire.
@@ -209,7 +219,18 @@ class lock_actor {
   // held_ while busy, and queued_, for locked() and waiters() from any thread.
   std::atomic<bool> held_seen_{false};
   std::atomic<std::size_t> queued_seen_{0};
-  std::atomic<const task_context*> owner_{nullptr};
+  std::atomic<task_context*> owner_{nullptr};
+  struct lease_timer : timer_node {
+    lease_timer() noexcept {
+      fire = [](timer_node* t) noexcept {
+        // relaxed: the owner wrote it before arming; a guard that let go
+        // clears it and then waits for this callback (end_lease).
+        if (task_context* c = static_cast<lease_timer*>(t)->actor->owner_.load(std::memory_order_relaxed))
+          request_cancel(c);
+      };
+    }
+    lock_actor* actor;
+  } lease_{};
 };
 
 struct lock_access;
@@ -226,15 +247,16 @@ class lock_guard {
   // another task), so the lock forgets its owning task: asking again from
   // there is no longer caught as re-entrant, and a task that reuses the
   // first one's memory is never taken for it.
+  // A lease goes with the owner: a moved guard has no lease left.
   lock_guard(lock_guard&& o) noexcept : actor_(std::exchange(o.actor_, nullptr)), fence_(o.fence_) {
-    if (actor_) actor_->set_owner(nullptr);
+    forget_owner();
   }
   lock_guard& operator=(lock_guard&& o) noexcept {
     if (this != &o) {
       unlock();
       actor_ = std::exchange(o.actor_, nullptr);
       fence_ = o.fence_;
-      if (actor_) actor_->set_owner(nullptr);
+      forget_owner();
     }
     return *this;
   }
@@ -251,6 +273,7 @@ class lock_guard {
   void unlock() noexcept {
     if (detail::lock_actor* a = std::exchange(actor_, nullptr)) {
       a->set_owner(nullptr);
+      a->end_lease();
       a->release();
       if (a->unref) a->unref(a);
     }
@@ -262,6 +285,12 @@ class lock_guard {
  private:
   friend struct detail::lock_access;
   lock_guard(detail::lock_actor* a, std::uint64_t fence) noexcept : actor_(a), fence_(fence) {}
+  void forget_owner() noexcept {
+    if (actor_) {
+      actor_->set_owner(nullptr);
+      actor_->end_lease();
+    }
+  }
 
   detail::lock_actor* actor_ = nullptr;
   std::uint64_t fence_ = 0;

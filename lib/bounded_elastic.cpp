@@ -10,6 +10,7 @@
 #include "elastic_core.hpp"
 
 #include <weft/bounded_elastic.hpp>
+#include <weft/detail/saturating.hpp>
 
 #include <pthread.h>
 
@@ -95,14 +96,6 @@ job_node* take_locked(elastic_core& c, elastic_worker& w) {
   return from->queue.pop_front();
 }
 
-// t + d, or time_point::max() where that would overflow (a ttl or a wait of
-// duration::max() means "for ever").
-template <class Clock, class Rep, class Period>
-typename Clock::time_point saturating_add(typename Clock::time_point t, std::chrono::duration<Rep, Period> d) {
-  const auto room = std::chrono::duration_cast<std::chrono::duration<Rep, Period>>(Clock::time_point::max() - t);
-  return d >= room ? Clock::time_point::max() : t + d;
-}
-
 // Requires mu. Lists `w` as idle; it has just found every queue empty.
 void go_idle_locked(elastic_core& c, elastic_worker& w) {
   w.idle = true;
@@ -119,7 +112,7 @@ void leave_idle_locked(elastic_core& c, elastic_worker& w) {
 // Requires mu. When an idle `w` may stop waiting and exit: surplus workers
 // (above core_threads) after ttl; a core worker only at shutdown.
 elastic_parker::clock::time_point idle_deadline_locked(const elastic_core& c, const elastic_worker& w) {
-  return c.live > c.opt.core_threads ? saturating_add<elastic_parker::clock>(w.idle_since, c.opt.ttl)
+  return c.live > c.opt.core_threads ? saturating_add(w.idle_since, c.opt.ttl)
                                      : elastic_parker::clock::time_point::max();
 }
 
@@ -482,7 +475,7 @@ std::vector<job> bounded_elastic::shutdown_now() {
 
 bool bounded_elastic::await_termination(std::chrono::nanoseconds d) {
   using clock = std::chrono::steady_clock;
-  const auto until = detail::saturating_add<clock>(clock::now(), d);
+  const auto until = detail::saturating_add(clock::now(), d);
   auto terminated = [&] { return core_->state.load() == pool_state::terminated; };
   std::unique_lock lk(core_->mu);
   if (until == clock::time_point::max()) {

@@ -60,11 +60,6 @@ void arm(scheduled_job* j) noexcept {
   if (this_thread().current_loop != &l) l.kick();
 }
 
-clock::time_point saturating_add(clock::time_point t, clock::duration d) noexcept {
-  if (t > clock::time_point::max() - d) return clock::time_point::max();
-  return t + d;
-}
-
 // The job a run belongs to. A parameter of run_job, so it lives in the frame
 // from the spawn on: a run dropped unrun at shutdown, or stopped while
 // parked, finishes its job as the frame goes (code after a stopped co_await

@@ -26,12 +26,7 @@ void arm_timer_on(loop& on, timer_node* n, clock::time_point deadline) noexcept 
 
 bool disarm_timer(timer_node* n) noexcept { return n->owner != nullptr && n->owner->disarm_timer(n); }
 
-clock::time_point deadline_after(clock::duration d) noexcept {
-  const clock::time_point now = clock::now();
-  if (d > clock::duration::zero() && now > clock::time_point::max() - d) return clock::time_point::max();
-  if (d < clock::duration::zero() && now < clock::time_point::min() - d) return clock::time_point::min();
-  return now + d;
-}
+clock::time_point deadline_after(clock::duration d) noexcept { return saturating_add(clock::now(), d); }
 
 }  // namespace detail
 
@@ -44,18 +39,18 @@ interval::interval(clock::duration period, missed_tick mode, clock::duration fir
 }
 
 clock::time_point interval::delivered(clock::time_point due, clock::time_point now) noexcept {
-  const auto saturating_add = [](clock::time_point t, clock::duration d) {
-    return t > clock::time_point::max() - d ? clock::time_point::max() : t + d;
-  };
+  using detail::saturating_add;
   const clock::time_point on_grid = saturating_add(due, period_);
   if (now < on_grid || mode_ == missed_tick::burst) {
     next_ = on_grid;  // on time, or catching up tick by tick
   } else if (mode_ == missed_tick::delay) {
     next_ = saturating_add(now, period_);
   } else {
-    // skip: the first grid point strictly after now.
-    const auto behind = (now - start_) / period_ + 1;
-    next_ = start_ + behind * period_;
+    // skip: the first grid point strictly after now. Here now >= on_grid >
+    // start_, so `behind` counts whole periods that fit; only the last step
+    // can pass the clock's end.
+    const auto behind = (now - start_) / period_;
+    next_ = saturating_add(saturating_add(start_, behind * period_), period_);
   }
   return due;
 }

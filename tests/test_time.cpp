@@ -492,3 +492,27 @@ TEST_CASE("scheduled jobs still armed at shutdown are released") {
   }
   CHECK(ran == 0);  // ASan's leak check proves the jobs were freed
 }
+
+TEST_CASE("saturating_add clamps at the clock's ends, one step either side, for any duration unit") {
+  using detail::saturating_add;
+  using tp = clock::time_point;
+  const auto ns1 = std::chrono::nanoseconds(1);
+  CHECK(saturating_add(tp::max() - ns1, ns1) == tp::max());
+  CHECK(saturating_add(tp::max() - ns1, 2 * ns1) == tp::max());
+  CHECK(saturating_add(tp::max() - 2 * ns1, ns1) == tp::max() - ns1);
+  CHECK(saturating_add(tp::max(), ns1) == tp::max());
+  CHECK(saturating_add(tp::min() + ns1, -ns1) == tp::min());
+  CHECK(saturating_add(tp::min() + ns1, -2 * ns1) == tp::min());
+  CHECK(saturating_add(tp::min() + 2 * ns1, -ns1) == tp::min() + ns1);
+  CHECK(saturating_add(tp::min(), -ns1) == tp::min());
+  const tp now = clock::now();
+  CHECK(saturating_add(now, clock::duration::zero()) == now);
+  CHECK(saturating_add(now, clock::duration::max()) == tp::max());
+  CHECK(saturating_add(now, clock::duration::min()) == now + clock::duration::min());  // now > 0: it fits
+  // Coarse units whose max() does not fit in the clock's nanoseconds.
+  CHECK(saturating_add(now, std::chrono::milliseconds::max()) == tp::max());
+  CHECK(saturating_add(now, std::chrono::hours::min()) == now + clock::duration::min());  // clamped to ns first
+  CHECK(saturating_add(tp::min() + ns1, std::chrono::hours::min()) == tp::min());
+  CHECK(saturating_add(now, std::chrono::seconds(3)) == now + std::chrono::seconds(3));
+  CHECK(saturating_add(tp::min(), clock::duration::max()) == tp::min() + clock::duration::max());
+}

@@ -19,6 +19,7 @@
 
 #include <weft/detail/context.hpp>
 #include <weft/detail/deadline_child.hpp>
+#include <weft/detail/saturating.hpp>
 #include <weft/detail/timer.hpp>
 #include <weft/errors.hpp>
 #include <weft/task.hpp>

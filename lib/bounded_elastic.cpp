@@ -8,6 +8,7 @@
 // costs a FUTEX_WAKE, and a burst of jobs handed to sleeping workers is woken
 // by a chain of the workers themselves, not by the submitter (pass_baton_locked).
 #include "elastic_core.hpp"
+#include "unobserved.hpp"
 
 #include <weft/bounded_elastic.hpp>
 #include <weft/detail/saturating.hpp>
@@ -54,23 +55,7 @@ constexpr const char* evicted_msg =
 constexpr const char* shut_down_msg = "weft: the bounded elastic scheduler is shut down and takes no new jobs";
 
 void report(const elastic_core& c, std::exception_ptr e) noexcept {
-  if (c.opt.on_error) {
-    try {
-      c.opt.on_error(e);
-      return;
-    } catch (...) {
-      // A handler that throws has nowhere to throw to; fall back to stderr.
-    }
-  }
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    std::fprintf(stderr, "weft: a job run by bounded elastic scheduler '%s' threw: %s\n", c.opt.name.c_str(),
-                 x.what());
-  } catch (...) {
-    std::fprintf(stderr, "weft: a job run by bounded elastic scheduler '%s' threw a non-std exception\n",
-                 c.opt.name.c_str());
-  }
+  report_unobserved(c.opt.on_error, e, "a job run by bounded elastic scheduler", c.opt.name.c_str());
 }
 
 // Requires mu. Reached once: the last worker is gone and no new one may start.

@@ -30,6 +30,7 @@
 
 #include "loop.hpp"
 #include "runtime_impl.hpp"
+#include "unobserved.hpp"
 
 namespace weft::detail {
 
@@ -295,23 +296,8 @@ error_sink* current_error_sink() noexcept {
   return l ? l->rt.errors.p : nullptr;
 }
 
-void error_sink::report(std::exception_ptr e) noexcept {
-  if (on_error) {
-    try {
-      on_error(e);
-      return;
-    } catch (...) {
-      // An on_error that throws has nobody to report to; fall through to stderr.
-    }
-  }
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    std::fprintf(stderr, "weft: unobserved exception from a detached task: %s\n", ex.what());
-  } catch (...) {
-    std::fprintf(stderr, "weft: unobserved exception of unknown type from a detached task\n");
-  }
-}
+void error_sink::report(std::exception_ptr e) noexcept { report_unobserved(on_error, e, "a detached task"); }
+
 
 bool is_cancellation(const std::exception_ptr& e) noexcept {
   if (!e) return false;

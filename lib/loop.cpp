@@ -273,13 +273,11 @@ void loop::expire_timers(std::int64_t now) noexcept {
   fire_due(*this, now);
 }
 
-bool loop::help(loop& thief, std::int64_t now) noexcept {
-  bool found = false;
+void loop::help(loop& thief, std::int64_t now) noexcept {
   const std::int64_t due = next_hint_.load(std::memory_order_relaxed);
   if (due != INT64_MAX && now - due > fire_grace_ns && wheel_mu_.try_lock()) {
     thief.fire_due(*this, now);
     wheel_mu_.unlock();
-    found = thief.runnable();
   }
   if (now - turn_ns_.load(std::memory_order_relaxed) > stuck_ns) {
     for (steal_queue* q : {&yielded, &runq}) {
@@ -292,11 +290,9 @@ bool loop::help(loop& thief, std::int64_t now) noexcept {
         // At the back, W2's woken sleepers waited behind tens of thousands
         // of first runs (p99 lateness 5 ms, max 15 ms).
         thief.runq.push_front_all(got);
-        found = true;
       }
     }
   }
-  return found;
 }
 
 // ---- the turn ----------------------------------------------------------------
@@ -307,15 +303,20 @@ void loop::drain_inbox() noexcept {
   if (sched_node* first = inbox_.take_all(&last, &count)) local_.push_chain(first, last, count);
 }
 
+bool loop::take_injected() noexcept {
+  run_queue got;
+  if (rt.inject_queue.take(got, inject_batch) == 0) return false;
+  runq.push_all(got);
+  return true;
+}
+
 bool loop::find_work() noexcept {
   drain_inbox();
-  if (runnable()) return true;
+  if (runnable() || take_injected()) return true;
   run_queue got;
-  if (rt.inject_queue.take(got, inject_batch) > 0 || rt.steal_into(*this, got, steal_max) > 0) {
-    runq.push_all(got);
-    return true;
-  }
-  return false;
+  if (rt.steal_into(*this, got, steal_max) == 0) return false;
+  runq.push_all(got);
+  return true;
 }
 
 void loop::run_ready(unsigned budget) noexcept {
@@ -396,18 +397,15 @@ void loop::sleep() noexcept {
   // A peer that turns busy before its timers are due would hold them: wake
   // in time to fire them for it (help), a grace after they fall due. A peer
   // that is not busy fires them itself first, and this loop sleeps again.
+  // And a peer that is awake may turn busy with work nobody announced
+  // (watch_ns).
   for (auto& p : rt.loops) {
     if (p.get() == this) continue;
-    const std::int64_t due = p->next_hint_.load(std::memory_order_relaxed);
-    if (due == INT64_MAX) continue;
-    const std::int64_t peer_at = std::max(due + fire_grace_ns + 1, now + min_wake_gap_);
-    if (!at || peer_at < *at) at = peer_at;
-  }
-  for (auto& p : rt.loops) {
-    if (p.get() != this && !p->sleeping.load(std::memory_order_relaxed)) {
-      if (!at || now + watch_ns < *at) at = now + watch_ns;
-      break;
-    }
+    std::int64_t peer_at = INT64_MAX;
+    if (const std::int64_t due = p->next_hint_.load(std::memory_order_relaxed); due != INT64_MAX)
+      peer_at = std::max(due + fire_grace_ns + 1, now + min_wake_gap_);
+    if (!p->sleeping.load(std::memory_order_relaxed)) peer_at = std::min(peer_at, now + watch_ns);
+    if (peer_at != INT64_MAX && (!at || peer_at < *at)) at = peer_at;
   }
   // IORING_TIMEOUT_ABS counts on CLOCK_MONOTONIC, which steady_clock reads.
   if (at && (!armed_deadline_ || *at < *armed_deadline_)) arm_timeout(*at);
@@ -427,10 +425,7 @@ void loop::run() noexcept {
     // waking each other on this loop (a lock hand-off, a coordinator grant)
     // must not starve messages, nor wakes and spawns from other threads.
     drain_inbox();
-    if (rt.inject_queue.size() > 0) {
-      run_queue got;
-      if (rt.inject_queue.take(got, inject_batch) > 0) runq.push_all(got);
-    }
+    take_injected();
     run_ready(run_budget);
     flush_kicks();
     ring_.reap();
@@ -445,11 +440,7 @@ void loop::run() noexcept {
         if (p.get() != this) p->help(*this, now);
     }
     if (!staged_.empty()) publish_staged();  // spawned by a timer or completion callback
-    if (yielded.size() > 0) {
-      run_queue back;
-      yielded.take(back, SIZE_MAX);
-      runq.push_all(back);
-    }
+    yielded.move_all_to(runq);
     queued.store(local_.size() + runq.size() + yielded.size(), std::memory_order_relaxed);
     if (!runnable() && !find_work()) {
       if (quit_) break;

@@ -70,9 +70,8 @@ class loop {
   bool disarm_timer(timer_node* n) noexcept;  // true when it was armed (it will not fire)
   void unlink_live(task_context* c) noexcept;
   // Loop threads of this runtime: fire this loop's due timers if it is late
-  // for them, or steal half its run queue if it seems stuck; true if work
-  // was found for the caller.
-  bool help(loop& thief, std::int64_t now) noexcept;
+  // for them, and steal half its run queue if it seems stuck.
+  void help(loop& thief, std::int64_t now) noexcept;
 
   // Loop thread only.
   void push(sched_node* n) noexcept;
@@ -102,6 +101,7 @@ class loop {
   }
   void drain_inbox() noexcept;
   bool find_work() noexcept;   // refill from the inject queue or a peer
+  bool take_injected() noexcept;  // a batch of the inject queue into runq
   void run_ready(unsigned budget) noexcept;
   void expire_timers(std::int64_t now) noexcept;
   void advance_locked(std::int64_t now) noexcept;  // wheel_mu_ held

@@ -57,6 +57,19 @@ class steal_queue {
     size_.store(list_.size());  // seq_cst: as in push
   }
 
+  // Moves every node to the back of `out` in one splice (the owner's move of
+  // its yielded tasks back into its run queue: no walk over the nodes).
+  void move_all_to(steal_queue& out) noexcept {
+    if (size_.load(std::memory_order_relaxed) == 0) return;
+    run_queue all;
+    {
+      std::lock_guard<spin_lock> g(mu_);
+      all.push_all(list_);
+      size_.store(0);  // seq_cst: as in push
+    }
+    out.push_all(all);
+  }
+
   // Moves up to `max` of the oldest nodes into `out`; returns how many. The
   // walk over the nodes (a cache miss each: another thread wrote them) runs
   // outside the lock: take the whole list, keep `max`, put the rest back in

@@ -180,7 +180,11 @@ class lock_actor {
   // waits for it under the wheel's lock, so the fire never reaches a task
   // that has let go.
   void arm_lease(clock::time_point until) noexcept { arm_timer(&lease_, until); }
-  void end_lease() noexcept { disarm_timer(&lease_); }
+  // The guard leaves its owner (released or moved): no re-entry check, no lease.
+  void forget_owner() noexcept {
+    set_owner(nullptr);
+    disarm_timer(&lease_);
+  }
 
   // Set by keyed_lock: a guard or waiter of this actor lets go of its
   // reference to it. Called after release(), or after a failed acquire.
@@ -224,7 +228,7 @@ class lock_actor {
     lease_timer() noexcept {
       fire = [](timer_node* t) noexcept {
         // relaxed: the owner wrote it before arming; a guard that let go
-        // clears it and then waits for this callback (end_lease).
+        // clears it and then waits for this callback (forget_owner).
         if (task_context* c = static_cast<lease_timer*>(t)->actor->owner_.load(std::memory_order_relaxed))
           request_cancel(c);
       };
@@ -272,8 +276,7 @@ class lock_guard {
   // Releases the lock (the next waiter is granted); a no-op once released.
   void unlock() noexcept {
     if (detail::lock_actor* a = std::exchange(actor_, nullptr)) {
-      a->set_owner(nullptr);
-      a->end_lease();
+      a->forget_owner();
       a->release();
       if (a->unref) a->unref(a);
     }
@@ -286,10 +289,7 @@ class lock_guard {
   friend struct detail::lock_access;
   lock_guard(detail::lock_actor* a, std::uint64_t fence) noexcept : actor_(a), fence_(fence) {}
   void forget_owner() noexcept {
-    if (actor_) {
-      actor_->set_owner(nullptr);
-      actor_->end_lease();
-    }
+    if (actor_) actor_->forget_owner();
   }
 
   detail::lock_actor* actor_ = nullptr;

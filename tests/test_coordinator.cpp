@@ -504,7 +504,8 @@ task<void> open_gate(gate& g) {
 // Spawns `n` callers built by make(i), then waits until all of them have
 // arrived. On one loop, never-run tasks start in the order they were spawned,
 // so a marker spawned last runs once every caller has reached the
-// coordinator (running, queued or refused).
+// coordinator (running, queued or refused). On two loops a peer may steal a
+// caller and start it after the marker: only one loop's order is promised.
 template <class Make>
 task<std::vector<join_handle<int>>> arrive(std::size_t n, Make make) {
   std::vector<join_handle<int>> hs;
@@ -579,6 +580,14 @@ task<mix_result> mix_round(coordinator& c, std::vector<fate> fates, std::vector<
 // work in progress was exactly zero before.
 task<std::string> probe_empty(coordinator& c, std::size_t limit) {
   auto hs = co_await arrive(limit, [&](std::size_t) { return parked_call(c); });
+  // On two loops the marker may overtake a caller a peer stole: wait until
+  // all of them hold a slot or a queue entry, or the probe would queue
+  // behind jobs that never end.
+  auto all_in = [&] {
+    auto s = c.stats();
+    return s.running + s.queued == limit;
+  };
+  if (!co_await test::until(all_in)) co_return "the parked callers never all reached the coordinator";
   std::string heard = "admitted";
   try {
     co_await c.execute([]() -> task<void> { co_return; });

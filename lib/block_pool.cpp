@@ -17,12 +17,29 @@
 // its own count of blocks out (`net_out`: handed out less freed locally) to
 // `balance`, which then counts the blocks still out. Whichever side brings it
 // to zero frees the heap and its chunks. Before the owner's add the count can
-// only be zero or negative, so nobody frees a live thread's heap.
+// only be zero or negative, so nobody frees a live thread's heap. Both counts
+// are in bytes, so that `net_out + balance` is what the heap hands out now.
+//
+// Giving memory back. Free lists keep what a burst freed, so a heap stays at
+// its peak; with one heap per loop and bursts landing on successive loops
+// (block_on roots), a process would grow toward loops x one burst. A loop
+// therefore calls pool_scavenge from time to time: when the heap's free
+// memory is large (free_floor and a quarter of what it maps), a sweep counts
+// the free bytes of each chunk by walking the free lists (after adopting the
+// remote stacks); a chunk whose free bytes equal what was ever carved from it
+// holds no live block, so its blocks are unthreaded from the lists and the
+// chunk is kept as a spare (up to spare_max, reused before mapping anew) or
+// unmapped. A block still on its way back (in another thread's batch, or
+// pushed after the sweep adopted the stack) counts as live, so its chunk
+// stays. The walk costs about what allocating those blocks did, and it is
+// paced (a sweep that finds little backs off), so a steady workload does not
+// pay for it.
 #include <weft/detail/block_pool.hpp>
 #include <weft/detail/context.hpp>
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <new>
@@ -43,6 +60,9 @@ namespace weft::detail {
 void* pool_allocate(std::size_t bytes) { return ::operator new(bytes); }
 void pool_deallocate(void* p, std::size_t) noexcept { ::operator delete(p); }
 void pool_flush() noexcept {}
+void pool_scavenge(std::int64_t) noexcept {}
+std::size_t pool_release_free_chunks() noexcept { return 0; }
+std::size_t pool_mapped_bytes() noexcept { return 0; }
 thread_state::~thread_state() = default;
 
 #else
@@ -69,8 +89,27 @@ struct free_block {
 struct chunk_header {
   block_heap* owner;
   chunk_header* next;
+  std::uint32_t carved;      // bytes handed out of it by the bump pointer, set when the bump leaves it
+  std::uint32_t free_bytes;  // a sweep's count of its free blocks' bytes (the owner's scratch)
+  std::uint64_t pad;
 };
-static_assert(sizeof(chunk_header) == granule, "blocks after the header stay 16-byte aligned");
+static_assert(sizeof(chunk_header) % granule == 0, "blocks after the header stay 16-byte aligned");
+constexpr std::uint32_t chunk_payload = static_cast<std::uint32_t>(chunk_bytes - sizeof(chunk_header));
+
+// Sweeps start when the free memory a heap holds is at least this, and at
+// least a quarter of what it maps: below that the walk is not worth it.
+constexpr std::int64_t free_floor = std::int64_t{4} << 20;
+// Empty chunks a heap keeps for its next burst rather than unmapping (1 MiB).
+constexpr std::size_t spare_max = 4;
+// How often a heap may look (pool_scavenge), and how far a sweep that freed
+// little of what it hoped backs off: a heap too fragmented to give chunks
+// back is not walked again and again.
+constexpr std::int64_t sweep_interval_ns = 10'000'000;
+constexpr std::int64_t sweep_backoff_max_ns = 1'000'000'000;
+
+chunk_header* chunk_of(void* p) noexcept {
+  return reinterpret_cast<chunk_header*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1));
+}
 
 // A zero-byte request gets the smallest class, like any other small one.
 constexpr std::size_t class_of(std::size_t bytes) noexcept { return bytes == 0 ? 0 : (bytes + granule - 1) / granule - 1; }
@@ -84,7 +123,10 @@ struct block_heap {
   free_block* local[class_count] = {};
   char* bump = nullptr;
   char* bump_end = nullptr;
-  chunk_header* chunks = nullptr;
+  chunk_header* chunks = nullptr;  // every chunk in use; the first is the bump's
+  chunk_header* spares = nullptr;  // empty chunks kept by a sweep, reused first
+  std::size_t chunk_count = 0;     // in `chunks`
+  std::size_t spare_count = 0;
   // Blocks this thread freed for other heaps, one batch per class, handed to
   // their owner as one chain (owner only).
   struct outgoing_batch {
@@ -94,47 +136,41 @@ struct block_heap {
     std::int64_t count = 0;
   };
   outgoing_batch outgoing[class_count];
-  // Blocks handed out less blocks freed on this thread (owner only).
+  // Bytes handed out less bytes freed on this thread (owner only).
   std::int64_t net_out = 0;
+  // Pacing of pool_scavenge (owner only).
+  std::int64_t next_look_ns = 0;
+  std::int64_t backoff_ns = sweep_interval_ns;
   // Per class, a stack of free_block* pushed by other threads; the low bit
   // is `retired`. Per class so that the owner can adopt a whole stack as its
   // free list in O(1) instead of walking it (each block of it is likely a
   // cache miss: the other core wrote it last).
   alignas(64) std::atomic<std::uintptr_t> remote[class_count] = {};
-  // Minus one for every block freed by another thread; at retirement the
-  // owner adds net_out, so from then on it counts the blocks still out. On a
-  // line of its own: remote freers write it, the owner reads it once.
+  // Minus the bytes of every block freed by another thread; at retirement
+  // the owner adds net_out, so from then on it counts the bytes still out.
+  // On a line of its own: remote freers write it, the owner reads it.
   alignas(64) std::atomic<std::int64_t> balance{0};
 
   ~block_heap() {
-    while (chunks != nullptr) {
-      chunk_header* c = chunks;
-      chunks = c->next;
-      ::munmap(c, chunk_bytes);
-    }
+    unmap_all(chunks);
+    unmap_all(spares);
   }
 
   void add_chunk() {
-    // Map twice the size and trim, to get chunk_bytes alignment.
-    void* raw = ::mmap(nullptr, 2 * chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) throw std::bad_alloc();
-    auto begin = reinterpret_cast<std::uintptr_t>(raw);
-    auto aligned = (begin + chunk_bytes - 1) & ~(chunk_bytes - 1);
-    if (aligned > begin) ::munmap(raw, aligned - begin);
-    if (auto tail = begin + 2 * chunk_bytes - (aligned + chunk_bytes))
-      ::munmap(reinterpret_cast<void*>(aligned + chunk_bytes), tail);
-#ifdef MADV_POPULATE_WRITE
-    // Fault the chunk in with one call rather than one trap per page: ~30%
-    // less time per page here, and a spawn burst touches every page anyway.
-    // Kernels before 5.14 refuse, and the pages fault in one by one.
-    ::madvise(reinterpret_cast<void*>(aligned), chunk_bytes, MADV_POPULATE_WRITE);
-#endif
-    auto* c = reinterpret_cast<chunk_header*>(aligned);
-    c->owner = this;
+    if (chunk_header* c = chunks) c->carved = static_cast<std::uint32_t>(bump - reinterpret_cast<char*>(c + 1));
+    chunk_header* c = spares;
+    if (c != nullptr) {
+      spares = c->next;
+      --spare_count;
+    } else {
+      c = map_chunk();
+      c->owner = this;
+    }
     c->next = chunks;
     chunks = c;
+    ++chunk_count;
     bump = reinterpret_cast<char*>(c + 1);
-    bump_end = reinterpret_cast<char*>(aligned + chunk_bytes);
+    bump_end = reinterpret_cast<char*>(c) + chunk_bytes;
   }
 
   void* allocate(std::size_t cls) {
@@ -142,19 +178,19 @@ struct block_heap {
       // acquire: pairs with the givers' release, so their writes to the
       // blocks (and to the objects that lived there) happen before reuse.
       local[cls] = reinterpret_cast<free_block*>(remote[cls].exchange(0, std::memory_order_acquire));
+    const std::size_t bytes = class_bytes(cls);
     if (free_block* b = local[cls]) {
       local[cls] = b->next;
       // The next allocation of this class will write there; start the
       // (likely cross-core) fetch now.
       __builtin_prefetch(b->next, 1);
-      ++net_out;
+      net_out += static_cast<std::int64_t>(bytes);
       return b;
     }
-    const std::size_t bytes = class_bytes(cls);
     if (static_cast<std::size_t>(bump_end - bump) < bytes) add_chunk();  // the tail (< 512 B) is left unused
     void* p = bump;
     bump += bytes;
-    ++net_out;
+    net_out += static_cast<std::int64_t>(bytes);
     return p;
   }
 
@@ -162,7 +198,7 @@ struct block_heap {
     auto* b = static_cast<free_block*>(p);
     b->next = local[cls];
     local[cls] = b;
-    --net_out;
+    net_out -= static_cast<std::int64_t>(class_bytes(cls));
   }
 
   // Frees p, a block of `owner`'s, from this (another) thread: batched.
@@ -198,7 +234,8 @@ struct block_heap {
     // acq_rel: the last one out must see every other party's use of the heap
     // before it frees it. Before the owner retires the count is <= 0, so this
     // cannot free a heap whose owner still runs.
-    if (owner->balance.fetch_sub(count, std::memory_order_acq_rel) == count) delete owner;
+    const std::int64_t bytes = count * static_cast<std::int64_t>(class_bytes(cls));
+    if (owner->balance.fetch_sub(bytes, std::memory_order_acq_rel) == bytes) delete owner;
   }
 
   // The owner thread is exiting: hand back what it holds for others, stop
@@ -212,7 +249,97 @@ struct block_heap {
     if (balance.fetch_add(out, std::memory_order_acq_rel) + out == 0) delete this;
   }
 
+  // Free memory the heap holds: what its chunks have carved, less what is
+  // out (relaxed: an estimate that only paces sweeps).
+  std::int64_t free_estimate() const noexcept {
+    const auto mapped = static_cast<std::int64_t>(chunk_count * chunk_payload);
+    return mapped - (bump_end - bump) - (net_out + balance.load(std::memory_order_relaxed));
+  }
+
+  // The sweep of the header comment: returns the bytes of chunks that left
+  // the heap's use (kept as spares or unmapped). Owner only.
+  std::size_t release_free_chunks() noexcept {
+    if (chunks == nullptr) return 0;
+    chunks->carved = static_cast<std::uint32_t>(bump - reinterpret_cast<char*>(chunks + 1));
+    for (chunk_header* c = chunks; c != nullptr; c = c->next) c->free_bytes = 0;
+    for (std::size_t cls = 0; cls < class_count; ++cls) {
+      if (remote[cls].load(std::memory_order_relaxed) != 0) {
+        // acquire: as in allocate.
+        auto* got = reinterpret_cast<free_block*>(remote[cls].exchange(0, std::memory_order_acquire));
+        local[cls] = append(got, local[cls]);
+      }
+      const auto bytes = static_cast<std::uint32_t>(class_bytes(cls));
+      for (free_block* b = local[cls]; b != nullptr; b = b->next) chunk_of(b)->free_bytes += bytes;
+    }
+    // The bump's chunk stays (it is where the next blocks come from); so
+    // does any chunk with a live block in it.
+    auto empty = [&](const chunk_header* c) { return c != chunks && c->free_bytes == c->carved; };
+    std::size_t released = 0;
+    for (chunk_header* c = chunks->next; c != nullptr; c = c->next)
+      if (empty(c)) released += chunk_bytes;
+    if (released == 0) return 0;
+    for (std::size_t cls = 0; cls < class_count; ++cls) {
+      free_block** link = &local[cls];
+      while (free_block* b = *link) {
+        if (empty(chunk_of(b))) *link = b->next;
+        else link = &b->next;
+      }
+    }
+    chunk_header** link = &chunks->next;
+    while (chunk_header* c = *link) {
+      if (!empty(c)) {
+        link = &c->next;
+        continue;
+      }
+      *link = c->next;
+      --chunk_count;
+      if (spare_count < spare_max) {
+        c->next = spares;
+        spares = c;
+        ++spare_count;
+      } else {
+        ::munmap(c, chunk_bytes);
+      }
+    }
+    return released;
+  }
+
  private:
+  static chunk_header* map_chunk() {
+    // Map twice the size and trim, to get chunk_bytes alignment.
+    void* raw = ::mmap(nullptr, 2 * chunk_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) throw std::bad_alloc();
+    auto begin = reinterpret_cast<std::uintptr_t>(raw);
+    auto aligned = (begin + chunk_bytes - 1) & ~(chunk_bytes - 1);
+    if (aligned > begin) ::munmap(raw, aligned - begin);
+    if (auto tail = begin + 2 * chunk_bytes - (aligned + chunk_bytes))
+      ::munmap(reinterpret_cast<void*>(aligned + chunk_bytes), tail);
+#ifdef MADV_POPULATE_WRITE
+    // Fault the chunk in with one call rather than one trap per page: ~30%
+    // less time per page here, and a spawn burst touches every page anyway.
+    // Kernels before 5.14 refuse, and the pages fault in one by one.
+    ::madvise(reinterpret_cast<void*>(aligned), chunk_bytes, MADV_POPULATE_WRITE);
+#endif
+    return reinterpret_cast<chunk_header*>(aligned);
+  }
+
+  static void unmap_all(chunk_header* c) noexcept {
+    while (c != nullptr) {
+      chunk_header* next = c->next;
+      ::munmap(c, chunk_bytes);
+      c = next;
+    }
+  }
+
+  // `front` followed by `back`; walks `front`.
+  static free_block* append(free_block* front, free_block* back) noexcept {
+    if (front == nullptr) return back;
+    free_block* t = front;
+    while (t->next != nullptr) t = t->next;
+    t->next = back;
+    return front;
+  }
+
   static void flush(outgoing_batch& o, std::size_t cls) noexcept {
     if (o.count == 0) return;
     give_back(o.to, o.head, o.tail, o.count, cls);
@@ -222,9 +349,7 @@ struct block_heap {
 
 namespace {
 
-block_heap* owner_of(void* p) noexcept {
-  return reinterpret_cast<chunk_header*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1))->owner;
-}
+block_heap* owner_of(void* p) noexcept { return chunk_of(p)->owner; }
 
 // A thread whose heap is already retired (it allocates from a thread_local
 // destructor that runs after ours) gets a heap of its own per block, retired
@@ -252,6 +377,32 @@ thread_state::~thread_state() {
 
 void pool_flush() noexcept {
   if (block_heap* h = this_thread().heap) h->flush_outgoing();
+}
+
+void pool_scavenge(std::int64_t now_ns) noexcept {
+  block_heap* h = this_thread().heap;
+  if (h == nullptr || now_ns < h->next_look_ns) return;
+  const std::int64_t free = h->free_estimate();
+  const auto mapped = static_cast<std::int64_t>(h->chunk_count * chunk_payload);
+  if (free < free_floor || free < mapped / 4) {
+    h->next_look_ns = now_ns + sweep_interval_ns;
+    return;
+  }
+  const auto released = static_cast<std::int64_t>(h->release_free_chunks());
+  // Found at least half of what it hoped: look again soon. Else the free
+  // memory is spread over chunks that still hold live blocks: back off.
+  h->backoff_ns = released * 2 >= free ? sweep_interval_ns : std::min(h->backoff_ns * 2, sweep_backoff_max_ns);
+  h->next_look_ns = now_ns + h->backoff_ns;
+}
+
+std::size_t pool_release_free_chunks() noexcept {
+  block_heap* h = this_thread().heap;
+  return h != nullptr ? h->release_free_chunks() : 0;
+}
+
+std::size_t pool_mapped_bytes() noexcept {
+  block_heap* h = this_thread().heap;
+  return h != nullptr ? (h->chunk_count + h->spare_count) * chunk_bytes : 0;
 }
 
 void* pool_allocate(std::size_t bytes) {

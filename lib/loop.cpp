@@ -374,6 +374,7 @@ bool loop::spin_for_work() noexcept {
 void loop::sleep() noexcept {
   flush_kicks();  // never sleep on a deferred kick
   pool_flush();   // nor on blocks other loops may be waiting to reuse
+  pool_scavenge(now_ns());  // an idle loop gives back what its last burst left free
   // seq_cst: the loop's half of the sleep handshake (see loop.hpp).
   sleeping.store(true);
   rt.sleepers.fetch_add(1);
@@ -438,6 +439,7 @@ void loop::run() noexcept {
       last_help = now;
       for (auto& p : rt.loops)
         if (p.get() != this) p->help(*this, now);
+      pool_scavenge(now);  // paced: a clock compare until a sweep is due
     }
     if (!staged_.empty()) publish_staged();  // spawned by a timer or completion callback
     yielded.move_all_to(runq);

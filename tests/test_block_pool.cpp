@@ -187,14 +187,6 @@ namespace {
 
 constexpr std::size_t chunk = std::size_t{256} << 10;  // lib/block_pool.cpp's chunk_bytes
 
-// The process's resident set, from /proc/self/statm.
-std::size_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  std::size_t total = 0, resident = 0;
-  statm >> total >> resident;
-  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-}
-
 // Runs f on a fresh thread, so it starts with an empty heap.
 template <class F>
 void on_fresh_thread(F f) {
@@ -274,6 +266,18 @@ TEST_CASE("blocks another thread freed count as free once handed back, and not b
 }
 
 #endif
+
+namespace {
+
+// The process's resident set, from /proc/self/statm.
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t total = 0, resident = 0;
+  statm >> total >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
 
 TEST_CASE("repeated spawn/join bursts on eight loops keep memory near one burst's, not eight") {
   // block_on roots land on successive loops, and each burst's frames and

@@ -35,7 +35,7 @@
 // paced (a sweep that finds little backs off), so a steady workload does not
 // pay for it.
 #include <weft/detail/block_pool.hpp>
-#include <weft/detail/context.hpp>
+#include <weft/detail/thread_state.hpp>
 
 #include <sys/mman.h>
 

@@ -1,6 +1,7 @@
-// lib/context.cpp — the task_context protocol of detail/context.hpp: starting,
-// running, waking, cancelling, stopping and finishing contexts on whichever
-// loop runs them.
+// lib/context.cpp — the task_context protocol of detail/context.hpp: running,
+// waking, cancelling, stopping and finishing contexts on whichever loop runs
+// them. It sits below the loop: what it needs of a loop (queue a context,
+// the live list, counting an end) it asks through lib/context_host.hpp.
 //
 // The flags word settles every race between threads in one atomic (its
 // states are listed next to it in context.hpp):
@@ -24,13 +25,11 @@
 #include <typeinfo>
 
 #include <weft/cancel.hpp>
-#include <weft/runtime.hpp>
+#include <weft/errors.hpp>
 #include <weft/detail/context.hpp>
 #include <weft/task.hpp>
 
-#include "loop.hpp"
-#include "runtime_impl.hpp"
-#include "unobserved.hpp"
+#include "context_host.hpp"
 
 namespace weft::detail {
 
@@ -65,9 +64,8 @@ using tc = task_context;
 
 void finish_context(task_context* ctx, bool stopped) noexcept {
   thread_state& ts = this_thread();
-  if (ctx->live_owner != nullptr) ctx->live_owner->unlink_live(ctx);
+  strand_ended(ctx);
   ctx->hook = nullptr;
-  ts.current_loop->count_completion();
   // acq_rel: a canceller that sees done_bit leaves the context alone; nothing
   // queues it from here on (it is running, and no wait is pending).
   ctx->flags.fetch_or(tc::done_bit, std::memory_order_acq_rel);
@@ -94,16 +92,6 @@ void stop_strand(task_context* ctx) noexcept {
   finish_context(ctx, true);
 }
 
-// Queue a context that this thread moved to queued: on the calling loop when
-// it is one of the context's runtime, else back on the loop that ran it last
-// (where its frames are warm in cache).
-void schedule(task_context* ctx) noexcept {
-  loop* cur = this_thread().current_loop;
-  loop* last = ctx->last;
-  if (cur != nullptr && &cur->rt == &last->rt) cur->push(ctx);
-  else last->push_remote(ctx);
-}
-
 // Takes a queued context: queued -> running, consuming woken. Returns the
 // flags as they were.
 std::uint32_t begin_run(task_context* ctx) noexcept {
@@ -128,7 +116,7 @@ bool end_run(task_context* ctx) noexcept {
   // (W1's children), and one that runs or is queued meets the stopping loop
   // at its next resumption or suspension point anyway.
   if (ctx->live_owner == nullptr && !(ctx->flags.load(std::memory_order_relaxed) & tc::woken_bit))
-    this_thread().current_loop->link_live(ctx);
+    join_live_list(ctx);
   const bool hooked = ctx->hook != nullptr && ctx->shield == 0;
   // acquire (load and failed CAS): a cancel seen here hands us the
   // canceller's writes before we call the hook.
@@ -142,9 +130,7 @@ bool end_run(task_context* ctx) noexcept {
     // Read before the CAS: once parked, the context is not ours.
   } while (!ctx->flags.compare_exchange_weak(old, want, std::memory_order_acq_rel, std::memory_order_acquire));
   if (!(old & tc::woken_bit)) return true;
-  loop* l = this_thread().current_loop;
-  if (std::exchange(ctx->yielded, false)) l->push_yielded(ctx);
-  else l->push(ctx);
+  requeue_here(ctx, std::exchange(ctx->yielded, false));
   return true;
 }
 
@@ -195,11 +181,10 @@ void run_context(sched_node* n) noexcept {
 
 void claim_context(sched_node* n) noexcept {
   auto* ctx = static_cast<task_context*>(n);
-  loop* l = this_thread().current_loop;
   ctx->run = &run_context;
   const std::uint32_t old = begin_run(ctx);
-  if ((old & tc::cancel_bit) || l->stopping()) {
-    thread_state& ts = this_thread();
+  thread_state& ts = this_thread();
+  if ((old & tc::cancel_bit) || ts.loop_stopping->load(std::memory_order_relaxed)) {
     const bool outer_ended = ts.current_ended;
     finish_context(ctx, true);  // dropped unrun: stopped
     ts.current_ended = outer_ended;
@@ -213,8 +198,9 @@ void finish_root(task_context* ctx) noexcept { finish_context(ctx, false); }
 bool is_cancelled(const task_context* ctx) noexcept {
   if (ctx->shield != 0) return false;
   if (ctx->flags.load(std::memory_order_acquire) & tc::cancel_bit) return true;
-  loop* l = this_thread().current_loop;
-  return l != nullptr && l->stopping();
+  // relaxed: only this loop's thread writes it (its stop message) and reads it here.
+  const std::atomic<bool>* stopping = this_thread().loop_stopping;
+  return stopping != nullptr && stopping->load(std::memory_order_relaxed);
 }
 
 bool stop_if_cancelled(task_context* ctx, std::coroutine_handle<> h) noexcept {
@@ -256,48 +242,6 @@ void request_cancel(task_context* ctx) noexcept {
   } while (!ctx->flags.compare_exchange_weak(old, want, std::memory_order_acq_rel, std::memory_order_relaxed));
   if (!(old & (tc::queued_bit | tc::running_bit))) schedule(ctx);
 }
-
-void start_on_current_loop(task_context* ctx) {
-  loop* l = this_thread().current_loop;
-  if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
-  ctx->run = &claim_context;
-  l->count_spawn();
-  l->push_spawn(ctx);
-}
-
-void start_node_local(sched_node* n) {
-  loop* l = this_thread().current_loop;
-  if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
-  l->count_spawn();
-  l->push_local(n);
-}
-
-void start_local(task_context* ctx) {
-  ctx->run = &claim_context;
-  start_node_local(ctx);
-}
-
-runtime_impl* resolve_runtime(runtime_impl* rt) {
-  if (rt != nullptr) return rt;
-  loop* l = this_thread().current_loop;
-  if (l == nullptr)
-    throw std::logic_error("weft: spawn() called off a loop thread; use runtime::spawn or runtime::block_on");
-  return &l->rt;
-}
-
-void spawn_node(runtime_impl* rt, sched_node* n) { rt->spawn(n); }
-
-void count_unclaimed_end() noexcept { this_thread().current_loop->count_completion(); }
-
-error_sink* error_sink_of(runtime_impl* rt) noexcept { return rt->errors.p; }
-
-error_sink* current_error_sink() noexcept {
-  loop* l = this_thread().current_loop;
-  return l ? l->rt.errors.p : nullptr;
-}
-
-void error_sink::report(std::exception_ptr e) noexcept { report_unobserved(on_error, e, "a detached task"); }
-
 
 bool is_cancellation(const std::exception_ptr& e) noexcept {
   if (!e) return false;

@@ -9,7 +9,7 @@
 
 #include <atomic>
 
-#include <weft/detail/context.hpp>
+#include <weft/detail/sched_node.hpp>
 
 namespace weft::detail {
 

@@ -25,6 +25,7 @@
 #include <ctime>
 #include <system_error>
 
+#include "context_host.hpp"
 #include "runtime_impl.hpp"
 
 namespace weft::detail {
@@ -418,6 +419,7 @@ void loop::sleep() noexcept {
 void loop::run() noexcept {
   thread_state& ts = this_thread();
   ts.current_loop = this;
+  ts.loop_stopping = &stopping_;
   turn_ns_.store(now_ns(), std::memory_order_relaxed);
   std::int64_t last_help = 0;
   for (;;) {
@@ -459,6 +461,52 @@ void loop::run() noexcept {
     }
   }
   ts.current_loop = nullptr;
+  ts.loop_stopping = nullptr;
+}
+
+// ---- what the context protocol asks of its loop (context_host.hpp) -----------
+
+void schedule(task_context* ctx) noexcept {
+  loop* cur = this_thread().current_loop;
+  loop* last = ctx->last;
+  // Its frames are warm in the cache of the loop that ran it last.
+  if (cur != nullptr && &cur->rt == &last->rt) cur->push(ctx);
+  else last->push_remote(ctx);
+}
+
+void requeue_here(task_context* ctx, bool yielded) noexcept {
+  loop* l = this_thread().current_loop;
+  if (yielded) l->push_yielded(ctx);
+  else l->push(ctx);
+}
+
+void join_live_list(task_context* ctx) noexcept { this_thread().current_loop->link_live(ctx); }
+
+void strand_ended(task_context* ctx) noexcept {
+  if (ctx->live_owner != nullptr) ctx->live_owner->unlink_live(ctx);
+  this_thread().current_loop->count_completion();
+}
+
+// ---- starting contexts on the current loop (context.hpp) ----------------------
+
+void start_on_current_loop(task_context* ctx) {
+  loop* l = this_thread().current_loop;
+  if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
+  ctx->run = &claim_context;
+  l->count_spawn();
+  l->push_spawn(ctx);
+}
+
+void start_node_local(sched_node* n) {
+  loop* l = this_thread().current_loop;
+  if (l == nullptr) throw std::logic_error("weft: a child task can only be started from a loop thread");
+  l->count_spawn();
+  l->push_local(n);
+}
+
+void start_local(task_context* ctx) {
+  ctx->run = &claim_context;
+  start_node_local(ctx);
 }
 
 }  // namespace weft::detail

@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include <weft/detail/context.hpp>
+#include <weft/detail/sched_node.hpp>
 
 namespace weft::detail {
 

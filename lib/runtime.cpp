@@ -2,6 +2,7 @@
 // any thread starts (so a setup failure is a constructor exception), threads
 // started, spawns routed, and shutdown: refuse, cancel, wait, join.
 #include "runtime_impl.hpp"
+#include "unobserved.hpp"
 
 #include <pthread.h>
 
@@ -187,6 +188,25 @@ runtime_stats runtime_impl::stats() const {
   s.live_tasks = static_cast<std::size_t>(s.spawned - s.completed);
   return s;
 }
+
+// ---- the runtime glue join_handle.hpp declares ------------------------------
+
+runtime_impl* resolve_runtime(runtime_impl* rt) {
+  if (rt != nullptr) return rt;
+  loop* l = this_thread().current_loop;
+  if (l == nullptr)
+    throw std::logic_error("weft: spawn() called off a loop thread; use runtime::spawn or runtime::block_on");
+  return &l->rt;
+}
+
+void spawn_node(runtime_impl* rt, sched_node* n) { rt->spawn(n); }
+
+void count_unclaimed_end() noexcept { this_thread().current_loop->count_completion(); }
+
+error_sink* error_sink_of(runtime_impl* rt) noexcept { return rt->errors.p; }
+
+void error_sink::report(std::exception_ptr e) noexcept { report_unobserved(on_error, e, "a detached task"); }
+
 
 }  // namespace detail
 

@@ -1,6 +1,6 @@
 // lib/unobserved.hpp — where an exception nobody can observe goes.
 //
-// A detached task that threw (error_sink, lib/context.cpp) and a fire-and-
+// A detached task that threw (error_sink, lib/runtime.cpp) and a fire-and-
 // forget pool job that threw (lib/bounded_elastic.cpp) both end up with an
 // exception no caller will see: it goes to the user's handler if there is
 // one, and to stderr, naming where it came from, if there is none or the

@@ -1,4 +1,7 @@
-// weft/detail/context.hpp — the seam between coroutine types and the event loops.
+// weft/detail/context.hpp — the seam between coroutine types and the event loops:
+// the task-context protocol. Its parts have headers of their own (a queue
+// node, sched_node.hpp; a strand's state, task_context.hpp; the thread's,
+// thread_state.hpp; the error sink, error_sink.hpp), included here.
 //
 // Every strand of execution weft runs (a spawned task, or a child of when_all,
 // when_any or timeout) has a task_context: a loop queues it, resumes its
@@ -62,113 +65,12 @@
 //    alive across that call; see join_handle's pins).
 #pragma once
 
-#include <atomic>
-#include <coroutine>
-#include <cstdint>
-#include <exception>
-#include <functional>
+#include <weft/detail/error_sink.hpp>
+#include <weft/detail/sched_node.hpp>
+#include <weft/detail/task_context.hpp>
+#include <weft/detail/thread_state.hpp>
 
 namespace weft::detail {
-
-class loop;           // lib/loop.hpp
-struct promise_base;  // task.hpp
-
-// A unit of work a loop runs: an intrusive queue link and what to do with it.
-struct sched_node {
-  sched_node* next = nullptr;
-  void (*run)(sched_node*) noexcept = nullptr;
-};
-
-// What a suspended task is parked on. The loop that runs a context cancelled
-// while parked calls on_cancel (any loop of the runtime); the hook unparks it
-// and decides when to wake it (at once, or after something it must wait for,
-// such as a running job), agreeing with the event on who wakes.
-struct cancel_hook {
-  void (*on_cancel)(cancel_hook*) noexcept = nullptr;
-};
-
-struct task_context : sched_node {
-  // flags: the context's state, one atomic word.
-  //   cancel_bit   cancellation requested (sticky)
-  //   done_bit     the strand finished; nothing queues or runs it again
-  //   queued_bit   it sits in a run queue; whoever pops it runs it
-  //   running_bit  a loop is running it (claimed, resumed, or handing it
-  //                cancellation)
-  //   woken_bit    the wait of its current suspension is over (a wake came,
-  //                or it asked to be run again: yield, a cancelled point)
-  // Parked: none of queued, running, done. wake() and request_cancel() move a
-  // parked context to queued and push it; while queued or running they only
-  // record their bit, and the run's end re-queues a context woken meanwhile.
-  static constexpr std::uint32_t cancel_bit = 1u << 0;
-  static constexpr std::uint32_t done_bit = 1u << 1;
-  static constexpr std::uint32_t queued_bit = 1u << 2;
-  static constexpr std::uint32_t running_bit = 1u << 3;
-  static constexpr std::uint32_t woken_bit = 1u << 4;
-  std::atomic<std::uint32_t> flags{0};
-  std::uint32_t shield = 0;                // shielded() sections entered (the runner's)
-  bool yielded = false;                    // yield(): queue behind this turn's timers (the runner's)
-
-  loop* last = nullptr;                    // the loop that ran it last (the runner's; wakers read it)
-  cancel_hook* hook = nullptr;             // the runner's
-  std::coroutine_handle<> resume_point;    // the runner's (or before start)
-  promise_base* top = nullptr;             // innermost weft coroutine (the runner's, or before start)
-  loop* live_owner = nullptr;              // whose live list holds it (for shutdown), from its first park
-  task_context* live_prev = nullptr;       // that list's links, under its lock
-  task_context* live_next = nullptr;
-  // The strand ended: its root coroutine finished (stopped == false; the
-  // owner takes its result), or it stopped — cancelled while parked, or
-  // before it ever ran (stopped == true; no result). The owner destroys the
-  // root frame here, which is in `resume_point`.
-  void (*finished)(task_context*, bool stopped) noexcept = nullptr;
-  // Then: the owner may now free or reuse the context. Called exactly once.
-  void (*quiesced)(task_context*) noexcept = nullptr;
-};
-
-// The thread's view of weft: the loop it runs (if any), the context being run,
-// and the trampoline that turns coroutine-to-coroutine transfers into a loop.
-struct driver {
-  std::coroutine_handle<> next;
-};
-struct block_heap;  // lib/block_pool.cpp
-struct thread_state {
-  loop* current_loop = nullptr;
-  task_context* current = nullptr;
-  driver* active = nullptr;
-  // The context being run finished during its run and may be gone: the loop
-  // must not touch it again (set by the strand's end, read by run_context).
-  bool current_ended = false;
-  // This thread's small-block pool (detail/block_pool.hpp), made on first use
-  // and retired when the thread exits.
-  block_heap* heap = nullptr;
-  bool heap_retired = false;
-  thread_state() = default;
-  thread_state(const thread_state&) = delete;
-  thread_state& operator=(const thread_state&) = delete;
-  ~thread_state();
-};
-[[gnu::noinline]] thread_state& this_thread() noexcept;  // see lib/context.cpp
-
-inline task_context* current_context() noexcept { return this_thread().current; }
-
-// Hand control to `next` from an await_suspend. Under a driver the transfer
-// goes back through the driver's loop, so a chain of a million nested awaits
-// uses constant stack whether or not the compiler emits the tail call that
-// symmetric transfer relies on (GCC does not at -O0 or under sanitizers).
-// Outside a driver (a foreign coroutine awaiting a weft task) it is plain
-// symmetric transfer.
-inline std::coroutine_handle<> transfer(thread_state& ts, std::coroutine_handle<> next) noexcept {
-  if (driver* d = ts.active) {
-    d->next = next;
-    return std::noop_coroutine();
-  }
-  return next;
-}
-inline std::coroutine_handle<> transfer(std::coroutine_handle<> next) noexcept {
-  return transfer(this_thread(), next);
-}
-
-// Resume `h` and everything it transfers to, until the chain parks.
-void drive(std::coroutine_handle<> h) noexcept;
 
 // Cancellation requested for this context, or its loop is shutting down,
 // and the strand is not inside shielded().
@@ -210,27 +112,5 @@ void start_local(task_context* ctx);
 // current loop, where no peer takes it: scheduled runs due at the same time
 // start in the order they fired.
 void start_node_local(sched_node* n);
-
-// Where exceptions nobody will observe go (a detached task, a periodic job):
-// runtime_options::on_error, or stderr. Shared by the runtime and by any join
-// handle holding a failed outcome, so a handle dropped after its runtime is
-// gone still reports safely.
-struct error_sink {
-  std::atomic<std::uint32_t> refs{1};
-  std::function<void(std::exception_ptr)> on_error;
-
-  void report(std::exception_ptr e) noexcept;
-  void add_ref() noexcept {
-    // relaxed: taken by a party that already reaches the sink through a live runtime.
-    refs.fetch_add(1, std::memory_order_relaxed);
-  }
-  void drop_ref() noexcept {
-    // acq_rel: the last owner deletes, after everyone else's use.
-    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-};
-
-// The sink of the calling loop's runtime; null off a loop thread.
-error_sink* current_error_sink() noexcept;
 
 }  // namespace weft::detail

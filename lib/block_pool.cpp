@@ -32,8 +32,8 @@
 // unmapped. A block still on its way back (in another thread's batch, or
 // pushed after the sweep adopted the stack) counts as live, so its chunk
 // stays. The walk costs about what allocating those blocks did, and it is
-// paced (a sweep that finds little backs off), so a steady workload does not
-// pay for it.
+// paced (at most every 10 ms, and a sweep that found little is not repeated
+// until there is more to find), so a steady workload does not pay for it.
 #include <weft/detail/block_pool.hpp>
 #include <weft/detail/thread_state.hpp>
 
@@ -60,7 +60,7 @@ namespace weft::detail {
 void* pool_allocate(std::size_t bytes) { return ::operator new(bytes); }
 void pool_deallocate(void* p, std::size_t) noexcept { ::operator delete(p); }
 void pool_flush() noexcept {}
-void pool_scavenge(std::int64_t) noexcept {}
+std::int64_t pool_scavenge(std::int64_t) noexcept { return INT64_MAX; }
 std::size_t pool_release_free_chunks() noexcept { return 0; }
 std::size_t pool_mapped_bytes() noexcept { return 0; }
 thread_state::~thread_state() = default;
@@ -101,11 +101,14 @@ constexpr std::uint32_t chunk_payload = static_cast<std::uint32_t>(chunk_bytes -
 constexpr std::int64_t free_floor = std::int64_t{4} << 20;
 // Empty chunks a heap keeps for its next burst rather than unmapping (1 MiB).
 constexpr std::size_t spare_max = 4;
-// How often a heap may look (pool_scavenge), and how far a sweep that freed
-// little of what it hoped backs off: a heap too fragmented to give chunks
-// back is not walked again and again.
+// How often a heap may look (pool_scavenge). A sweep that freed under half
+// of the free memory it saw (it lies in chunks that still hold live blocks)
+// is not repeated until the free memory has grown by another sweep's worth,
+// or retry_ns has passed: a fragmented heap is not walked again and again,
+// while a burst that was still being joined at the last sweep is swept again
+// as soon as it is done.
 constexpr std::int64_t sweep_interval_ns = 10'000'000;
-constexpr std::int64_t sweep_backoff_max_ns = 1'000'000'000;
+constexpr std::int64_t retry_ns = 1'000'000'000;
 
 chunk_header* chunk_of(void* p) noexcept {
   return reinterpret_cast<chunk_header*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1));
@@ -140,7 +143,8 @@ struct block_heap {
   std::int64_t net_out = 0;
   // Pacing of pool_scavenge (owner only).
   std::int64_t next_look_ns = 0;
-  std::int64_t backoff_ns = sweep_interval_ns;
+  std::int64_t futile_free = 0;  // free memory left by the last futile sweep (0: none)
+  std::int64_t futile_until = 0;
   // Per class, a stack of free_block* pushed by other threads; the low bit
   // is `retired`. Per class so that the owner can adopt a whole stack as its
   // free list in O(1) instead of walking it (each block of it is likely a
@@ -379,20 +383,23 @@ void pool_flush() noexcept {
   if (block_heap* h = this_thread().heap) h->flush_outgoing();
 }
 
-void pool_scavenge(std::int64_t now_ns) noexcept {
+std::int64_t pool_scavenge(std::int64_t now_ns) noexcept {
+  constexpr std::int64_t never = INT64_MAX;
   block_heap* h = this_thread().heap;
-  if (h == nullptr || now_ns < h->next_look_ns) return;
+  if (h == nullptr) return never;
   const std::int64_t free = h->free_estimate();
   const auto mapped = static_cast<std::int64_t>(h->chunk_count * chunk_payload);
-  if (free < free_floor || free < mapped / 4) {
-    h->next_look_ns = now_ns + sweep_interval_ns;
-    return;
-  }
+  const std::int64_t worth = std::max(free_floor, mapped / 4);
+  if (free < worth) return never;
+  // Not worth waking an idle loop for: its free memory lies in chunks that
+  // still hold live blocks, and what frees them will find the loop busy.
+  if (h->futile_free != 0 && free < h->futile_free + worth && now_ns < h->futile_until) return never;
+  if (now_ns < h->next_look_ns) return h->next_look_ns;
+  h->next_look_ns = now_ns + sweep_interval_ns;
   const auto released = static_cast<std::int64_t>(h->release_free_chunks());
-  // Found at least half of what it hoped: look again soon. Else the free
-  // memory is spread over chunks that still hold live blocks: back off.
-  h->backoff_ns = released * 2 >= free ? sweep_interval_ns : std::min(h->backoff_ns * 2, sweep_backoff_max_ns);
-  h->next_look_ns = now_ns + h->backoff_ns;
+  h->futile_free = released * 2 >= free ? 0 : free - released;
+  h->futile_until = now_ns + retry_ns;
+  return h->futile_free != 0 ? never : h->next_look_ns;
 }
 
 std::size_t pool_release_free_chunks() noexcept {

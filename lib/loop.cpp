@@ -375,7 +375,9 @@ bool loop::spin_for_work() noexcept {
 void loop::sleep() noexcept {
   flush_kicks();  // never sleep on a deferred kick
   pool_flush();   // nor on blocks other loops may be waiting to reuse
-  pool_scavenge(now_ns());  // an idle loop gives back what its last burst left free
+  // An idle loop gives back what its last burst left free, now or, if the
+  // pacing says later, when it wakes for that (below).
+  const std::int64_t sweep_at = pool_scavenge(now_ns());
   // seq_cst: the loop's half of the sleep handshake (see loop.hpp).
   sleeping.store(true);
   rt.sleepers.fetch_add(1);
@@ -409,6 +411,7 @@ void loop::sleep() noexcept {
     if (!p->sleeping.load(std::memory_order_relaxed)) peer_at = std::min(peer_at, now + watch_ns);
     if (peer_at != INT64_MAX && (!at || peer_at < *at)) at = peer_at;
   }
+  if (sweep_at != INT64_MAX && (!at || sweep_at < *at)) at = sweep_at;
   // IORING_TIMEOUT_ABS counts on CLOCK_MONOTONIC, which steady_clock reads.
   if (at && (!armed_deadline_ || *at < *armed_deadline_)) arm_timeout(*at);
   ring_.submit_and_wait();

@@ -31,8 +31,10 @@ void pool_deallocate(void* p, std::size_t bytes) noexcept;
 void pool_flush() noexcept;
 // Gives back whole chunks this thread's pool holds free (kept as a few spares
 // or unmapped), when it holds a lot of free memory; paced by `now_ns` (a
-// steady-clock reading), so a loop may call it every turn.
-void pool_scavenge(std::int64_t now_ns) noexcept;
+// steady-clock reading), so a loop may call it every turn. Returns when to
+// call again if there is still something worth a sweep (a loop about to
+// sleep wakes for it), else INT64_MAX.
+std::int64_t pool_scavenge(std::int64_t now_ns) noexcept;
 // The sweep itself, unpaced: the bytes of chunks that left use (tests).
 std::size_t pool_release_free_chunks() noexcept;
 // Bytes of chunks this thread's pool has mapped, spares included (tests).

@@ -32,8 +32,9 @@
 // unmapped. A block still on its way back (in another thread's batch, or
 // pushed after the sweep adopted the stack) counts as live, so its chunk
 // stays. The walk costs about what allocating those blocks did, and it is
-// paced (at most every 10 ms, and a sweep that found little is not repeated
-// until there is more to find), so a steady workload does not pay for it.
+// paced (a look every 10 ms; a sweep only of memory that stayed free from
+// one look to the next; a sweep that found little is not repeated until
+// there is more to find), so a busy heap does not pay for it.
 #include <weft/detail/block_pool.hpp>
 #include <weft/detail/thread_state.hpp>
 
@@ -101,14 +102,17 @@ constexpr std::uint32_t chunk_payload = static_cast<std::uint32_t>(chunk_bytes -
 constexpr std::int64_t free_floor = std::int64_t{4} << 20;
 // Empty chunks a heap keeps for its next burst rather than unmapping (1 MiB).
 constexpr std::size_t spare_max = 4;
-// How often a heap may look (pool_scavenge). A sweep that freed under half
-// of the free memory it saw (it lies in chunks that still hold live blocks)
-// is not repeated until the free memory has grown by another sweep's worth,
-// or retry_ns has passed: a fragmented heap is not walked again and again,
-// while a burst that was still being joined at the last sweep is swept again
-// as soon as it is done.
+// How often a heap looks (pool_scavenge). It sweeps only memory that stays
+// free: when its free memory moved by less than a sixteenth of a sweep's
+// worth since the last look. A heap still being freed (a burst being joined,
+// W3's cancel phase) would walk lists whose chunks still hold live blocks
+// (the join cells live until their handles go), again and again.
 constexpr std::int64_t sweep_interval_ns = 10'000'000;
-constexpr std::int64_t retry_ns = 1'000'000'000;
+// A sweep that freed under half of the free memory it saw (it lies in chunks
+// that still hold live blocks) is not repeated until the free memory has
+// grown by another sweep's worth, or this has passed: a fragmented heap is
+// not walked again and again.
+constexpr std::int64_t retry_ns = 5'000'000'000;
 
 chunk_header* chunk_of(void* p) noexcept {
   return reinterpret_cast<chunk_header*>(reinterpret_cast<std::uintptr_t>(p) & ~(chunk_bytes - 1));
@@ -143,6 +147,7 @@ struct block_heap {
   std::int64_t net_out = 0;
   // Pacing of pool_scavenge (owner only).
   std::int64_t next_look_ns = 0;
+  std::int64_t looked_free = -1;  // free_estimate() at the last look
   std::int64_t futile_free = 0;  // free memory left by the last futile sweep (0: none)
   std::int64_t futile_until = 0;
   // Per class, a stack of free_block* pushed by other threads; the low bit
@@ -396,6 +401,8 @@ std::int64_t pool_scavenge(std::int64_t now_ns) noexcept {
   if (h->futile_free != 0 && free < h->futile_free + worth && now_ns < h->futile_until) return never;
   if (now_ns < h->next_look_ns) return h->next_look_ns;
   h->next_look_ns = now_ns + sweep_interval_ns;
+  const std::int64_t moved = free - std::exchange(h->looked_free, free);
+  if (moved > worth / 16 || moved < -worth / 16) return h->next_look_ns;  // still changing: look again
   const auto released = static_cast<std::int64_t>(h->release_free_chunks());
   h->futile_free = released * 2 >= free ? 0 : free - released;
   h->futile_until = now_ns + retry_ns;

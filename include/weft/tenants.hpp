@@ -53,7 +53,6 @@ struct tenant_source {
 
    private:
     tenants_state* tenants_;
-    std::string name_;
     tenant_entry* entry_;
     coordinator_state* state_;
   };

@@ -224,49 +224,22 @@ void tenants_state::drop_ref() noexcept {
   if (refs.fetch_sub(1) == 1) delete this;
 }
 
-tenant_source::lease::lease(tenant_source src) : tenants_(src.tenants), name_(std::move(src.name)) {
-  tenants_state::shard& sh = tenants_->shard_for(tenants_state::string_hash{}(name_));
-  std::lock_guard<std::mutex> g(sh.mu);
-  auto [it, made] = sh.map.try_emplace(name_);
-  if (made) {
-    try {
-      it->second.state = coordinator_state::create(tenants_->per_tenant, tenants_->name_of(name_));
-    } catch (...) {
-      sh.map.erase(it);
-      throw;
-    }
-    tenants_->refs.fetch_add(1);
-    tenants_->live.fetch_add(1, std::memory_order_relaxed);
+tenant_source::lease::lease(tenant_source src) : tenants_(src.tenants) {
+  tenants_state& ts = *tenants_;
+  entry_ = ts.entries.ref(src.name, [&](tenant_entry& fresh, no_shard_state&) {
+    fresh.state = coordinator_state::create(ts.per_tenant, ts.name_of(src.name));
+    ts.refs.fetch_add(1);
     // A job that starts after its tenants object was destroyed finds a new
     // coordinator closed, like every other one.
-    if (tenants_->closed.load()) it->second.state->close();
-  }
-  it->second.users.fetch_add(1);
-  entry_ = &it->second;
+    if (ts.closed.load()) fresh.state->close();
+  });
   state_ = entry_->state;
 }
 
 tenant_source::lease::~lease() {
-  // Not the last user: someone else will decide. Past this line entry_ may
-  // be removed by another lease at any time, so it is not touched again.
-  if (entry_->users.fetch_sub(1) != 1) return;
-  tenants_state::shard& sh = tenants_->shard_for(tenants_state::string_hash{}(name_));
-  decltype(sh.map)::node_type idle;
-  {
-    std::lock_guard<std::mutex> g(sh.mu);
-    // Found by name, not through entry_: the tenant may have been removed and
-    // made again meanwhile. Whatever entry is there now, users == 0 under the
-    // lock means nobody holds it and nobody can arrive on it.
-    auto it = sh.map.find(name_);
-    if (it != sh.map.end() && it->second.users.load() == 0) {
-      idle = sh.map.extract(it);
-      tenants_->live.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
-  if (idle) {
-    idle = {};  // the entry drops its coordinator's state, outside the lock
-    tenants_->drop_ref();
-  }
+  // The last lease out removes the tenant; its coordinator's state goes as
+  // the entry is destroyed, outside the registry's lock.
+  if (tenants_state::registry::unref(entry_)) tenants_->drop_ref();
 }
 
 }  // namespace detail
@@ -288,21 +261,17 @@ tenants::~tenants() {
   // Every tenant's coordinator closes (queued jobs stop, running ones
   // finish); the state lives on until the last of them is done.
   state_->closed.store(true);
-  for (auto& sh : state_->shards) {
-    std::lock_guard<std::mutex> g(sh.mu);
-    for (auto& [name, entry] : sh.map) entry.state->close();
-  }
+  state_->entries.for_each([](detail::tenant_entry& e) { e.state->close(); });
   state_->drop_ref();
 }
 
-std::size_t tenants::size() const noexcept { return state_->live.load(std::memory_order_relaxed); }
+std::size_t tenants::size() const noexcept { return state_->entries.size(); }
 
 std::optional<coordinator_stats> tenants::stats(std::string_view tenant) const {
-  detail::tenants_state::shard& sh = state_->shard_for(detail::tenants_state::string_hash{}(tenant));
-  std::lock_guard<std::mutex> g(sh.mu);
-  auto it = sh.map.find(tenant);
-  if (it == sh.map.end()) return std::nullopt;
-  return it->second.state->stats();
+  return state_->entries.find(tenant, [](const detail::tenant_entry* e) -> std::optional<coordinator_stats> {
+    if (e == nullptr) return std::nullopt;
+    return e->state->stats();
+  });
 }
 
 }  // namespace weft

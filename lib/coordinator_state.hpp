@@ -23,25 +23,26 @@
 //    before it is queued and retired only after it has left the queue or
 //    given back its slot, so the queue never holds more than max_queue.
 //
-// tenants_state: a fixed set of shards, each a mutex and a map from tenant
-// name to entry. An entry exists exactly while `users` > 0 or a lease is
-// deciding whether to remove it; users rises only under the shard's lock and
-// an entry is removed only under it, after seeing users == 0, so an arrival
-// can never be counted in an entry that is being removed.
+// tenants_state: a sharded_registry (lib/sharded_registry.hpp) from tenant
+// name to tenant_entry, whose references are the tenant's leases (jobs being
+// admitted, queued or running). An entry, and so the tenant's coordinator,
+// exists exactly while it has a lease; the registry decides the last one
+// under the shard's mutex, where every arrival finds or makes its entry, so
+// an arrival never lands on a coordinator being removed.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
 
 #include <weft/coordinator.hpp>
+
+#include "sharded_registry.hpp"
 
 namespace weft::detail {
 
@@ -104,44 +105,32 @@ struct coordinator_state {
   coordinator_state(std::size_t c, std::uint64_t l, std::string n) : max_concurrency(c), limit(l), name(std::move(n)) {}
 };
 
+// One tenant's coordinator. Made under the registry's shard mutex by the
+// tenant's first lease; destroyed, letting go of the coordinator, after the
+// last lease has unlinked it.
 struct tenant_entry {
   coordinator_state* state = nullptr;
-  // Leases of this tenant alive now: jobs being admitted, queued or running.
-  std::atomic<std::size_t> users{0};
+  tenant_entry() = default;
+  tenant_entry(const tenant_entry&) = delete;
+  tenant_entry& operator=(const tenant_entry&) = delete;
   ~tenant_entry() {
     if (state) state->drop_owner();
   }
 };
 
 struct tenants_state {
-  // Enough that two loops rarely contend for one shard; each shard is a
-  // cache line apart so that they never share one. A power of two, so the
-  // shard is picked with a mask.
-  static constexpr std::size_t shard_count = 16;
-
-  struct string_hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
-  };
-  struct alignas(64) shard {
-    std::mutex mu;
-    std::unordered_map<std::string, tenant_entry, string_hash, std::equal_to<>> map;
-  };
+  using registry = sharded_registry<tenant_entry>;
 
   explicit tenants_state(coordinator_options o) : per_tenant(std::move(o)) {}
-  shard& shard_for(std::size_t hash) noexcept { return shards[hash & (shard_count - 1)]; }
   std::string name_of(std::string_view tenant) const;
   void drop_ref() noexcept;
 
   const coordinator_options per_tenant;
-  std::array<shard, shard_count> shards;
+  registry entries;
   // Set by ~tenants (seq_cst), read by leases that make a coordinator.
   std::atomic<bool> closed{false};
-  // relaxed: a figure for size(); whoever needs it to reflect finished jobs
-  // already synchronised with them (joined them).
-  std::atomic<std::size_t> live{0};
-  // The tenants object, plus one per entry: shards stay alive while a job
-  // may still reach them to remove its tenant. seq_cst, as `word` above.
+  // The tenants object, plus one per entry: the registry stays alive while
+  // a job may still reach it to remove its tenant. seq_cst, as `word` above.
   std::atomic<std::size_t> refs{1};
 };
 

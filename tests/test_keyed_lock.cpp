@@ -200,7 +200,7 @@ TEST_CASE("a keyed_lock refuses a lease that is not positive") {
 TEST_CASE("the key table's buckets grow with the keys in use and shrink back when they go") {
   detail::key_table table;
   const std::size_t idle_buckets = table.bucket_count();
-  CHECK(idle_buckets == detail::key_table::shard_count * detail::key_table::min_buckets);
+  CHECK(idle_buckets == detail::key_table::registry::shard_count * detail::key_table::registry::min_buckets);
   std::vector<detail::lock_actor*> refs;
   for (int i = 0; i < 20'000; ++i) refs.push_back(table.ref("key-" + std::to_string(i)));
   CHECK(table.size() == 20'000);
@@ -210,17 +210,6 @@ TEST_CASE("the key table's buckets grow with the keys in use and shrink back whe
   for (auto* a : refs) detail::key_table::unref(a);
   CHECK(table.size() == 0);
   CHECK(table.bucket_count() == idle_buckets);
-}
-
-TEST_CASE("the shard and the bucket of a hash come from opposite ends of it") {
-  using detail::key_table;
-  CHECK(key_table::shard_of(0) == 0);
-  CHECK(key_table::shard_of(~std::size_t{0}) == key_table::shard_count - 1);
-  CHECK(key_table::shard_of(std::size_t{1} << 58) == 0);
-  CHECK(key_table::shard_of(std::size_t{1} << 59) == 1);
-  CHECK(key_table::bucket_of(~std::size_t{0}, 8) == 7);
-  CHECK(key_table::bucket_of(std::size_t{8}, 8) == 0);
-  CHECK(key_table::bucket_of(std::size_t{1} << 63, 1024) == 0);
 }
 
 TEST_CASE("100,000 distinct keys used once each leave no key behind") {

@@ -11,9 +11,10 @@
 //   auto g = co_await accounts.acquire(id, 500ms);   // or throws lock_timeout
 //
 // Removal never races an arrival: a key's actor counts the waiters and
-// guards that refer to it, under its table shard's mutex; it is removed when
-// that count drops to zero under the same mutex, and an arrival finds or
-// creates the actor under that mutex, so it can never queue on a removed one.
+// guards that refer to it. The count rises only under its table shard's
+// mutex, and the last one going is decided, and the actor removed, under
+// that same mutex, where every arrival finds or creates its actor: an
+// arrival can never queue on a removed one.
 // Fences stay strictly increasing per key across removal and re-creation.
 #pragma once
 
@@ -24,6 +25,7 @@
 #include <utility>
 
 #include <weft/actor_lock.hpp>
+#include <weft/detail/keyed_acquire_awaiter.hpp>
 #include <weft/lock_guard.hpp>
 #include <weft/task.hpp>
 #include <weft/time.hpp>
@@ -31,31 +33,7 @@
 namespace weft {
 
 namespace detail {
-
 class key_table;  // lib/lock_keys.hpp
-
-// acquire() for one key: holds a reference to the key's actor from its
-// construction until the guard it yields takes it over, or until it is
-// destroyed after a failed acquire.
-class keyed_acquire_awaiter : public acquire_awaiter {
- public:
-  keyed_acquire_awaiter(lock_actor* referenced, clock::duration timeout) noexcept
-      : acquire_awaiter(referenced, timeout) {}
-  ~keyed_acquire_awaiter() {
-    if (handed_over_) return;  // the guard holds the reference now
-    give_back_unadopted_grant();
-    actor_->unref(actor_);
-  }
-  lock_guard await_resume() {
-    lock_guard g = acquire_awaiter::await_resume();
-    handed_over_ = true;
-    return g;
-  }
-
- private:
-  bool handed_over_ = false;
-};
-
 }  // namespace detail
 
 class keyed_lock {

@@ -26,40 +26,11 @@
 #include <utility>
 
 #include <weft/coordinator.hpp>
+#include <weft/detail/run_coordinated.hpp>
+#include <weft/detail/tenant_source.hpp>
 #include <weft/task.hpp>
 
 namespace weft {
-
-namespace detail {
-
-struct tenants_state;  // lib/coordinator_state.hpp
-struct tenant_entry;
-
-// Where a tenant's job is admitted. The name is copied into the job's frame:
-// the task is lazy, and the caller's string_view may be gone when it starts.
-struct tenant_source {
-  tenants_state* tenants;
-  std::string name;
-
-  class lease {
-   public:
-    // Finds or makes the tenant's coordinator and counts this job in it.
-    explicit lease(tenant_source src);
-    // Uncounts the job; the last one out removes the tenant.
-    ~lease();
-    lease(const lease&) = delete;
-    lease& operator=(const lease&) = delete;
-    coordinator_state* state() const noexcept { return state_; }
-
-   private:
-    tenants_state* tenants_;
-    std::string name_;
-    tenant_entry* entry_;
-    coordinator_state* state_;
-  };
-};
-
-}  // namespace detail
 
 class tenants {
  public:

@@ -1,4 +1,4 @@
-// lib/actor_lock.cpp — the lock actor of weft/lock_guard.hpp: its mailbox and
+// lib/actor_lock.cpp — the lock actor of weft/detail/lock_actor.hpp: its mailbox and
 // the processing of ask, release and withdraw.
 //
 // Invariants, all kept by whoever is draining:

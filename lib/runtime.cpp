@@ -39,11 +39,11 @@ elastic_options pool_options(const runtime_options& o, error_sink* sink) {
 }
 }  // namespace
 
-runtime_impl::runtime_impl(runtime& p, runtime_options o) : pub(p), opts(checked(std::move(o))), errors{new error_sink}, pool(pool_options(opts, errors.p)), gate{new scheduler_gate(this)} {
+runtime_impl::runtime_impl(runtime& p, runtime_options o, ring_faults* faults) : pub(p), opts(checked(std::move(o))), errors{new error_sink}, pool(pool_options(opts, errors.p)), gate{new scheduler_gate(this)} {
   errors->on_error = opts.on_error;
   loops.reserve(opts.loops);
   for (unsigned i = 0; i < opts.loops; ++i)
-    loops.push_back(std::make_unique<loop>(*this, i, opts.ring_entries, opts.timer_tick, opts.faults));
+    loops.push_back(std::make_unique<loop>(*this, i, opts.ring_entries, opts.timer_tick, faults));
   threads_.reserve(opts.loops);
   try {
     for (auto& l : loops) {
@@ -210,7 +210,9 @@ void error_sink::report(std::exception_ptr e) noexcept { report_unobserved(on_er
 
 }  // namespace detail
 
-runtime::runtime(runtime_options o) : impl_(std::make_unique<detail::runtime_impl>(*this, std::move(o))) {}
+runtime::runtime(runtime_options o) : runtime(std::move(o), nullptr) {}
+runtime::runtime(runtime_options o, detail::ring_faults* faults)
+    : impl_(std::make_unique<detail::runtime_impl>(*this, std::move(o), faults)) {}
 runtime::~runtime() {
   // Destroying a runtime on one of its own loop threads would join that very
   // thread (std::terminate, with no word why). Like Tokio's "Cannot drop a

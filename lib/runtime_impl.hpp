@@ -37,7 +37,7 @@ void drop_scheduled_jobs(runtime_impl& rt) noexcept;
 
 class runtime_impl {
  public:
-  runtime_impl(runtime& pub, runtime_options opts);
+  runtime_impl(runtime& pub, runtime_options opts, ring_faults* faults);  // faults: tests only, else null
   ~runtime_impl();
 
   void spawn(sched_node* n);               // any thread; n->run claims it

@@ -12,6 +12,7 @@
 
 #include "loop.hpp"
 #include "runtime_impl.hpp"
+#include "runtime_test_hooks.hpp"
 #include "support.hpp"
 
 using namespace weft;
@@ -24,8 +25,7 @@ void run_wakes_under(detail::ring_faults& faults) {
   runtime_options o;
   o.loops = 2;
   o.ring_entries = 4;  // a small queue fills quickly
-  o.faults = &faults;
-  runtime rt(o);
+  runtime rt = detail::runtime_test_hooks::with_faults(o, faults);
   std::atomic<int> ran{0};
   for (int round = 0; round < 200; ++round) {
     auto h = rt.spawn([](std::atomic<int>& r) -> task<void> {
@@ -38,7 +38,7 @@ void run_wakes_under(detail::ring_faults& faults) {
       // Let both loops fall asleep, so the next spawn must wake one through
       // the (faulty) ring.
       test::wait_for([&] {
-        for (auto& l : rt.impl().loops)
+        for (auto& l : detail::runtime_test_hooks::impl(rt).loops)
           if (!l->sleeping.load()) return false;
         return true;
       }, "both loops to fall asleep");

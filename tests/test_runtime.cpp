@@ -21,6 +21,7 @@
 
 #include <weft/weft.hpp>
 
+#include "runtime_test_hooks.hpp"
 #include "support.hpp"
 
 #include "counted.hpp"
@@ -69,22 +70,22 @@ TEST_CASE("an unknown hardware thread count counts as one: the default pool is n
 }
 
 TEST_CASE("io_uring setup failure throws system_error naming the cause") {
+  using detail::runtime_test_hooks;
   detail::ring_faults faults;
   runtime_options o = loops(2);
-  o.faults = &faults;
   faults.setup_errno = ENOMEM;
   try {
-    runtime rt(o);
+    runtime rt = runtime_test_hooks::with_faults(o, faults);
     FAIL("the runtime was built on a ring that failed");
   } catch (const std::system_error& e) {
     CHECK(e.code().value() == ENOMEM);
     CHECK(std::string(e.what()).find("RLIMIT_MEMLOCK") != std::string::npos);
   }
   faults.setup_errno = EPERM;
-  CHECK_THROWS_AS(runtime{o}, std::system_error);
+  CHECK_THROWS_AS(runtime_test_hooks::with_faults(o, faults), std::system_error);
   faults.setup_errno = 0;
   o.ring_entries = 1u << 20;  // beyond the kernel's limit
-  CHECK_THROWS_AS(runtime{o}, std::system_error);
+  CHECK_THROWS_AS(runtime_test_hooks::with_faults(o, faults), std::system_error);
 }
 
 TEST_CASE("runtime::current is null off a loop thread and the runtime on one") {

@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include <weft/detail/context.hpp>
+#include <weft/detail/shield_scope.hpp>
 #include <weft/task.hpp>
 
 namespace weft {
@@ -38,33 +38,6 @@ namespace this_task {
 bool is_cancelled() noexcept;
 
 }  // namespace this_task
-
-namespace detail {
-
-// Holds off cancellation of the current strand while it lives (context.hpp:
-// `shield`). Lives in a shielded() frame, which runs on its strand's loop.
-class shield_scope {
- public:
-  shield_scope() noexcept : ctx_(current_context()) {
-    if (ctx_ != nullptr) ++ctx_->shield;
-  }
-  ~shield_scope() {
-    if (ctx_ != nullptr) --ctx_->shield;
-  }
-  shield_scope(const shield_scope&) = delete;
-  shield_scope& operator=(const shield_scope&) = delete;
-
- private:
-  task_context* ctx_;
-};
-
-template <class T>
-task<T> run_shielded(task<T> t) {
-  shield_scope shield;
-  co_return co_await std::move(t);
-}
-
-}  // namespace detail
 
 // Runs t to its end even if the enclosing task is cancelled meanwhile (async
 // cleanup, like Kotlin's withContext(NonCancellable)); the cancellation takes

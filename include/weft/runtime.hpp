@@ -24,7 +24,6 @@
 #include <vector>
 
 #include <weft/bounded_elastic.hpp>
-#include <weft/detail/ring_faults.hpp>
 #include <weft/join_handle.hpp>
 #include <weft/scheduled_handle.hpp>
 #include <weft/task.hpp>
@@ -32,15 +31,17 @@
 
 namespace weft {
 
+namespace detail {
+struct ring_faults;
+struct runtime_test_hooks;  // lib/runtime_test_hooks.hpp
+}  // namespace detail
+
 struct runtime_options {
   unsigned loops = 0;              // event-loop threads; 0 = std::thread::hardware_concurrency() (1 if unknown)
   unsigned ring_entries = 256;     // io_uring submission queue entries per loop
   std::chrono::nanoseconds timer_tick = std::chrono::milliseconds(1);  // width of a level-0 wheel slot, (0, 1 s]
   elastic_options blocking{};      // the pool behind offload()
   std::function<void(std::exception_ptr)> on_error;  // a detached task or periodic job threw; default prints to stderr
-  // For weft's own fault-injection tests: makes the rings fail on purpose.
-  // Leave null. The pointee must outlive the runtime.
-  detail::ring_faults* faults = nullptr;
 };
 
 struct runtime_stats {
@@ -127,9 +128,12 @@ class runtime {
   runtime_stats stats() const;
   static runtime* current() noexcept;  // nullptr off a loop thread
 
-  detail::runtime_impl& impl() noexcept { return *impl_; }
-
  private:
+  // weft's own tests build a runtime whose rings fail on purpose, and look
+  // at its loops, through runtime_test_hooks; faults outlives the runtime.
+  friend struct detail::runtime_test_hooks;
+  runtime(runtime_options, detail::ring_faults* faults);
+
   static bool on_loop_thread() noexcept;
   std::unique_ptr<detail::runtime_impl> impl_;
 };

@@ -20,6 +20,7 @@
 #include <weft/detail/context.hpp>
 #include <weft/detail/deadline_child.hpp>
 #include <weft/detail/saturating.hpp>
+#include <weft/detail/sleep_awaiter.hpp>
 #include <weft/detail/timer.hpp>
 #include <weft/errors.hpp>
 #include <weft/task.hpp>
@@ -27,45 +28,6 @@
 namespace weft {
 
 using clock = std::chrono::steady_clock;
-
-namespace detail {
-
-// Parks the current task until `deadline` (a cancellation point; a deadline
-// already past resumes at once). Cancelled while parked, the timer is
-// disarmed and the task stops (detail/context.hpp).
-struct sleep_awaiter : cancel_hook, timer_node {
-  clock::time_point deadline;
-  task_context* ctx = nullptr;
-
-  explicit sleep_awaiter(clock::time_point d) noexcept : deadline(d) {
-    on_cancel = [](cancel_hook* h) noexcept {
-      auto* self = static_cast<sleep_awaiter*>(h);
-      // Fired meanwhile (on a peer standing in for the timer's loop): the
-      // fire's wake is the one wake.
-      if (disarm_timer(self)) wake(self->ctx);
-    };
-    fire = [](timer_node* n) noexcept { wake(static_cast<sleep_awaiter*>(n)->ctx); };
-  }
-  sleep_awaiter(const sleep_awaiter& o) noexcept : sleep_awaiter(o.deadline) {}
-
-  bool await_ready() const noexcept { return false; }
-  bool await_suspend(std::coroutine_handle<> h) {
-    ctx = current_context();
-    if (ctx == nullptr) throw std::logic_error("weft: sleep awaited outside a weft task");
-    if (stop_if_cancelled(ctx, h)) return true;
-    if (deadline <= clock::now()) return false;
-    ctx->resume_point = h;
-    ctx->hook = this;
-    arm_timer(this, deadline);
-    return true;
-  }
-  void await_resume() const noexcept {}
-};
-
-// now + d, saturating at time_point::max() (and at min() for huge negatives).
-clock::time_point deadline_after(clock::duration d) noexcept;
-
-}  // namespace detail
 
 // d <= 0: no wait, still a cancellation point.
 [[nodiscard]] inline detail::sleep_awaiter sleep_for(clock::duration d) {
@@ -76,24 +38,9 @@ clock::time_point deadline_after(clock::duration d) noexcept;
 
 // Runs t; at the deadline stops it, waits for it to be gone, and throws
 // timed_out. If t finishes first its timer is removed at once. Timeouts nest.
-namespace detail {
-template <class T>
-task<T> run_with_deadline(clock::time_point deadline, task<T> t) {
-  deadline_child<T> child(std::move(t), deadline);
-  co_await child;
-  // The policy: only a child that the deadline stopped is a timeout; one
-  // that finished (value or exception) as the deadline came keeps its ending.
-  if (child.expired() && child.result().stopped()) throw timed_out();
-  co_return child.take();
-}
-}  // namespace detail
-
 // std::invalid_argument at once for an empty task.
 template <class T>
-task<T> timeout(clock::duration d, task<T> t) {
-  if (!t) throw std::invalid_argument("weft: timeout() given an empty task (moved from or already awaited)");
-  return detail::run_with_deadline(detail::deadline_after(d), std::move(t));
-}
+task<T> timeout(clock::duration d, task<T> t);
 
 enum class missed_tick { burst, delay, skip };  // Tokio's MissedTickBehavior
 
@@ -132,5 +79,25 @@ class interval {
   clock::time_point start_;  // the grid's origin: construction time + first_delay
   clock::time_point next_;
 };
+
+// timeout()'s body: t runs as a child strand under the deadline
+// (detail/deadline_child.hpp).
+namespace detail {
+template <class T>
+task<T> run_with_deadline(clock::time_point deadline, task<T> t) {
+  deadline_child<T> child(std::move(t), deadline);
+  co_await child;
+  // The policy: only a child that the deadline stopped is a timeout; one
+  // that finished (value or exception) as the deadline came keeps its ending.
+  if (child.expired() && child.result().stopped()) throw timed_out();
+  co_return child.take();
+}
+}  // namespace detail
+
+template <class T>
+task<T> timeout(clock::duration d, task<T> t) {
+  if (!t) throw std::invalid_argument("weft: timeout() given an empty task (moved from or already awaited)");
+  return detail::run_with_deadline(detail::deadline_after(d), std::move(t));
+}
 
 }  // namespace weft

@@ -56,8 +56,8 @@
 //    request stays in `flags` and takes effect at the first suspension point
 //    after the shield.
 //  * `top` is the innermost weft coroutine the strand is running or parked
-//    in (task.hpp keeps it as tasks await each other); stopping walks from it
-//    to the root through promise_base::parent.
+//    in (detail/task_promise.hpp keeps it as tasks await each other);
+//    stopping walks from it to the root through promise_base::parent.
 //  * `finished` and then `quiesced` are called once, on the loop that ran the
 //    strand's end; the owner may free the context in `quiesced`. No queue or
 //    canceller holds it by then: a queued context is not finished, and a

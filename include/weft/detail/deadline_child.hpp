@@ -1,6 +1,6 @@
 // weft/detail/deadline_child.hpp — a task run as a child strand under a
 // deadline: the one piece timeout() (time.hpp) and a lock's lease
-// (actor_lock.hpp) are both made of.
+// (detail/run_locked.hpp) are both made of.
 //
 // The child runs as a context of its own, first on the parent's loop
 // (start_local: it starts right behind the parent), then wherever it is

@@ -17,7 +17,7 @@
 namespace weft::detail {
 
 class loop;           // lib/loop.hpp
-struct promise_base;  // task.hpp
+struct promise_base;  // detail/task_promise.hpp
 
 // What a suspended task is parked on. The loop that runs a context cancelled
 // while parked calls on_cancel (any loop of the runtime); the hook unparks it

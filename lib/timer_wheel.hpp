@@ -96,9 +96,10 @@ inline constexpr unsigned slot_bits = 6;
 inline constexpr unsigned slots = 1u << slot_bits;
 inline constexpr std::uint64_t slot_mask = slots - 1;
 
-// 8 levels = 48 bits of ticks: 89 years at a 10 us tick (7 levels would give
-// 1.4 years, short of the 2 the runtime promises), ~3.3 days at a 1 ns tick.
-// Later deadlines are clamped, then re-placed as time catches up.
+// 8 levels = 48 bits of ticks: 8,900 years at the default 1 ms tick, 89 years
+// at a 10 us tick, ~3.3 days at a 1 ns tick (7 levels: 1.4 years at 10 us).
+// The span bounds nothing a user sees: a later deadline is clamped to it and
+// re-placed as time catches up, so even duration::max() waits exactly.
 inline constexpr unsigned levels = 8;
 inline constexpr unsigned tick_bits = slot_bits * levels;
 inline constexpr std::uint64_t turn_mask = (std::uint64_t{1} << tick_bits) - 1;

@@ -16,7 +16,7 @@
 // is a memory-latency benchmark of its own). A failed check exits 1.
 //
 // Output: human-readable lines, then ONE JSON line, last.
-// Build: g++-12 -std=c++20 -O2 -DNDEBUG -Ilib -Iinclude bench/wheel_bench.cpp lib/timer_wheel.cpp
+// Build: g++-12 -std=c++20 -O2 -DNDEBUG -Ilib -Iinclude bench/wheel_bench.cpp lib/time/timer_wheel.cpp
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -25,7 +25,7 @@
 #include <random>
 #include <vector>
 
-#include "timer_wheel.hpp"
+#include "time/timer_wheel.hpp"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <weft/weft.hpp>
 
 #include "../common.hpp"
-#include "timer_wheel.hpp"
+#include "time/timer_wheel.hpp"
 
 namespace {
 std::atomic<std::size_t> armed{0}, fired{0};

@@ -19,7 +19,7 @@
 //    dropped job's submitter or awaiter gets rejected_execution, so nothing
 //    waits forever. A job that throws never kills its worker.
 //  * The pool's internals outlive this object while an awaiter can still reach
-//    them (see detail::elastic_core in lib/elastic_core.hpp).
+//    them (see detail::elastic_core in lib/blocking/elastic_core.hpp).
 #pragma once
 
 #include <weft/detail/context.hpp>
@@ -109,7 +109,7 @@ class bounded_elastic;
 
 namespace detail {
 
-struct elastic_core;  // lib/elastic_core.hpp
+struct elastic_core;  // lib/blocking/elastic_core.hpp
 
 // The intrusive unit the pool queues. Its owner (a `job`, or the pool once
 // admitted) calls exactly one of: run then finish, or drop.
@@ -244,7 +244,7 @@ struct promise_node final : job_node {
   static constexpr job_ops table{&run, &finish, &drop};
 };
 
-// Entry points into lib/bounded_elastic.cpp.
+// Entry points into lib/blocking/bounded_elastic.cpp.
 enum class admitted {
   queued,       // the pool owns the node now
   run_here,     // caller_runs: the caller must run then finish it

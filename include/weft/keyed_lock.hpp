@@ -33,7 +33,7 @@
 namespace weft {
 
 namespace detail {
-class key_table;  // lib/lock_keys.hpp
+class key_table;  // lib/sync/lock_keys.hpp
 }  // namespace detail
 
 class keyed_lock {

@@ -33,7 +33,7 @@ namespace weft {
 
 namespace detail {
 struct ring_faults;
-struct runtime_test_hooks;  // lib/runtime_test_hooks.hpp
+struct runtime_test_hooks;  // lib/core/runtime_test_hooks.hpp
 }  // namespace detail
 
 struct runtime_options {

@@ -4,7 +4,7 @@
 // join cells, contexts), usually on one loop and freed on another. The general
 // allocator serves that badly (glibc takes an arena lock per cross-thread free
 // and consolidates its fast bins whenever the heap grows), so weft keeps a
-// per-thread pool of small blocks (lib/block_pool.cpp):
+// per-thread pool of small blocks (lib/core/block_pool.cpp):
 //  * sizes up to pooled_max bytes, in 16-byte classes, no header per block;
 //  * a block freed on the thread that allocated it goes on that thread's free
 //    list; one freed elsewhere goes back to its owner, in batches, through a

@@ -1,7 +1,7 @@
 // weft/detail/coord_ticket.hpp — coord_ticket, the admission awaitable of
 // every coordinator and tenants job. Its members are defined in
-// lib/coordinator.cpp, next to the state they work on; the ground rules of
-// the queue and of the work-in-progress word are in lib/coordinator_state.hpp.
+// lib/tenants/coordinator.cpp, next to the state they work on; the ground rules of
+// the queue and of the work-in-progress word are in lib/tenants/coordinator_state.hpp.
 #pragma once
 
 #include <atomic>
@@ -13,7 +13,7 @@
 
 namespace weft::detail {
 
-struct coordinator_state;  // lib/coordinator_state.hpp
+struct coordinator_state;  // lib/tenants/coordinator_state.hpp
 
 // One job's passage through a coordinator, living in the job's frame: it is
 // the admission awaitable, the queue link, the cancel hook while queued, and

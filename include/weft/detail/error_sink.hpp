@@ -18,7 +18,7 @@ struct error_sink {
   std::atomic<std::uint32_t> refs{1};
   std::function<void(std::exception_ptr)> on_error;
 
-  void report(std::exception_ptr e) noexcept;  // lib/runtime.cpp
+  void report(std::exception_ptr e) noexcept;  // lib/core/runtime.cpp
   void add_ref() noexcept {
     // relaxed: taken by a party that already reaches the sink through a live runtime.
     refs.fetch_add(1, std::memory_order_relaxed);

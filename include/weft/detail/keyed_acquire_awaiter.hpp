@@ -1,6 +1,6 @@
 // weft/detail/keyed_acquire_awaiter.hpp — keyed_acquire_awaiter: what
 // keyed_lock::acquire returns. An actor_lock acquire on the key's actor that
-// also owns one reference to that actor (lib/lock_keys.hpp): the reference
+// also owns one reference to that actor (lib/sync/lock_keys.hpp): the reference
 // passes to the guard it yields, or is dropped when the acquire fails, so a
 // key is forgotten as soon as nobody holds or waits for it.
 #pragma once

@@ -1,6 +1,6 @@
 // weft/detail/ring_faults.hpp — fault injection for weft's io_uring wrapper.
 //
-// Only weft's own tests set this (lib/runtime_test_hooks.hpp): it makes ring
+// Only weft's own tests set this (lib/core/runtime_test_hooks.hpp): it makes ring
 // setup fail, makes the submission queue look full, or makes submissions fail
 // with EBUSY / EAGAIN / EINTR, so the tests can show that no submission is
 // ever dropped. Counters are decremented as faults are served, from whichever

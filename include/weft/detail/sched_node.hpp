@@ -2,8 +2,8 @@
 //
 // A sched_node is an intrusive link plus what to do with it: a task's context
 // (its run resumes the task), a never-claimed spawned task (its run builds the
-// task's context), or a loop message (stop, quit). Queues (lib/run_queue.hpp,
-// lib/steal_queue.hpp, lib/inbox.hpp) own `next` while the node is in them;
+// task's context), or a loop message (stop, quit). Queues (lib/core/run_queue.hpp,
+// lib/core/steal_queue.hpp, lib/core/inbox.hpp) own `next` while the node is in them;
 // whoever pops it calls `run` once.
 #pragma once
 

@@ -6,7 +6,7 @@
 // loop, whose (deadline, arm order) firing order gives "equal due times in
 // submission order"; each run is a task started, in firing order, on the
 // loop that fired it (any loop may, when the first is busy), and a periodic
-// job is re-armed only after its run has finished (lib/scheduler.cpp).
+// job is re-armed only after its run has finished (lib/time/scheduler.cpp).
 //
 // A job lives while anyone holds a reference: each scheduled_handle, and the
 // scheduler until the job is done. `phase` and the gate's list belong to the
@@ -72,7 +72,7 @@ struct scheduled_job : timer_node {
   clock::time_point due;
   clock::duration period{};
   runtime_impl* rt = nullptr;     // used by the scheduler while the job is not done
-  scheduler_gate* gate = nullptr; // how other threads reach it (lib/scheduler_gate.hpp)
+  scheduler_gate* gate = nullptr; // how other threads reach it (lib/time/scheduler_gate.hpp)
   scheduled_job* prev = nullptr;  // the gate's list of jobs not done
   scheduled_job* next = nullptr;
 

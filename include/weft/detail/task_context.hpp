@@ -5,7 +5,7 @@
 // it) is the one atomic that settles every race between the loops, wakers
 // and cancellers touching it; the rest belongs to whoever runs it. The
 // protocol that moves it between states is in detail/context.hpp (ground
-// rules) and lib/context.cpp.
+// rules) and lib/core/context.cpp.
 #pragma once
 
 #include <atomic>
@@ -16,7 +16,7 @@
 
 namespace weft::detail {
 
-class loop;           // lib/loop.hpp
+class loop;           // lib/core/loop.hpp
 struct promise_base;  // detail/task_promise.hpp
 
 // What a suspended task is parked on. The loop that runs a context cancelled

@@ -1,7 +1,7 @@
 // weft/detail/tenant_source.hpp — tenant_source: the Source of a tenants
 // job (see weft/detail/run_coordinated.hpp). Its lease finds or makes the
-// tenant's coordinator in the tenants' registry (lib/coordinator_state.hpp,
-// lib/sharded_registry.hpp) and counts the job in it; the last lease out
+// tenant's coordinator in the tenants' registry (lib/tenants/coordinator_state.hpp,
+// lib/core/sharded_registry.hpp) and counts the job in it; the last lease out
 // removes the tenant, so a tenant exists exactly while it has a job.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace weft::detail {
 
-// All three in lib/coordinator_state.hpp.
+// All three in lib/tenants/coordinator_state.hpp.
 struct coordinator_state;
 struct tenants_state;
 struct tenant_entry;

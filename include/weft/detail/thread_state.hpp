@@ -1,6 +1,6 @@
 // weft/detail/thread_state.hpp — what weft knows of the calling thread.
 //
-// One thread-local (this_thread(), lib/context.cpp) per thread: the loop it
+// One thread-local (this_thread(), lib/core/context.cpp) per thread: the loop it
 // runs if any, the context being run, the driver that turns coroutine
 // transfers into a loop (so a chain of a million nested awaits runs in
 // constant stack), and the thread's small-block pool. It is weft's only
@@ -12,7 +12,7 @@
 
 namespace weft::detail {
 
-class loop;  // lib/loop.hpp
+class loop;  // lib/core/loop.hpp
 struct task_context;
 
 // The trampoline that turns coroutine-to-coroutine transfers into a loop
@@ -21,7 +21,7 @@ struct driver {
   std::coroutine_handle<> next;
 };
 
-struct block_heap;  // lib/block_pool.cpp
+struct block_heap;  // lib/core/block_pool.cpp
 
 // The thread's view of weft.
 struct thread_state {
@@ -43,7 +43,7 @@ struct thread_state {
   thread_state& operator=(const thread_state&) = delete;
   ~thread_state();
 };
-[[gnu::noinline]] thread_state& this_thread() noexcept;  // see lib/context.cpp
+[[gnu::noinline]] thread_state& this_thread() noexcept;  // see lib/core/context.cpp
 
 inline task_context* current_context() noexcept { return this_thread().current; }
 

@@ -1,5 +1,5 @@
 // weft/detail/timer.hpp — the timer node awaitables embed, and the calls that
-// arm and disarm one on the current loop's timer wheel (lib/timer_wheel.hpp
+// arm and disarm one on the current loop's timer wheel (lib/time/timer_wheel.hpp
 // holds the wheel itself and its invariants).
 //
 // A node is intrusive: it lives in its owner (a sleeping coroutine's frame, a

@@ -1,0 +1,87 @@
+// lib/blocking/elastic_core.hpp — the state behind a bounded_elastic: workers, their
+// queues, the figures, the lifecycle.
+//
+// Ground rules:
+//  * Everything below `mu` is guarded by it. Worker threads, submitters and
+//    cancel hooks each hold it only for a few pointer moves; no user code (a
+//    job, its destructor, a drop action, on_error) runs under it, only the
+//    fail_thread_start test hook.
+//  * Worker objects are never freed before the core: a slot is reused by the
+//    next thread started in it. So a submitter may unpark a worker after
+//    letting go of `mu` even if that worker has since exited.
+//  * Invariant (what "no head-of-line blocking" rests on): while any worker is
+//    idle, no job waits behind a running one; the only queued jobs are those
+//    just handed to workers being woken. Jobs are queued behind a running job
+//    only when `idle` is empty, and a worker goes idle only after finding
+//    every queue empty (it takes the oldest job of the busiest worker first).
+//  * A worker handed a job is taken off `idle` by the submitter and then
+//    either unparked at once or queued in wake_pending for the wake chain
+//    (pass_baton_locked in lib/blocking/bounded_elastic.cpp); a worker sleeps only
+//    while listed idle or waiting there.
+//  * The core is reference counted: the bounded_elastic holds one reference
+//    and each suspended run() awaiter another, so a cancel hook may lock `mu`
+//    even after the pool object is gone. Worker threads hold none: the pool's
+//    destructor joins them before dropping its reference.
+#pragma once
+
+#include "blocking/elastic_parker.hpp"
+#include "blocking/brief_spin_mutex.hpp"
+#include "blocking/elastic_queue.hpp"
+
+#include <weft/bounded_elastic.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+namespace weft::detail {
+
+struct elastic_core;
+
+struct elastic_worker {
+  elastic_core* pool = nullptr;
+  elastic_queue queue;      // jobs handed to this worker, oldest first
+  bool live = false;        // a thread runs in this slot
+  bool idle = false;        // listed in elastic_core::idle
+  bool baton = false;       // woken to pass the wake chain on (see pass_baton_locked)
+  elastic_worker* wake_next = nullptr;  // link in elastic_core's wake_pending list
+  elastic_parker::clock::time_point idle_since;  // when it last went idle; its ttl runs from here
+  std::uint64_t seq = 0;    // the N of its thread's name NAME-N
+  elastic_parker parker;    // where the thread sleeps when idle (any thread may unpark)
+  std::thread thread;       // joined when the slot is reused, or by the pool's destructor
+};
+
+struct elastic_core {
+  explicit elastic_core(elastic_options o);
+
+  const elastic_options opt;
+  std::stop_source stop;  // requested by shutdown_now(); its token goes to every job run
+
+  // Counts the bounded_elastic and each run() awaiter holding the core.
+  std::atomic<std::uint32_t> refs{1};
+  // Written under `mu`, read without it by state()/is_shutdown().
+  std::atomic<pool_state> state{pool_state::running};
+
+  mutable brief_spin_mutex mu;  // sections are a few pointer moves (brief_spin_mutex.hpp)
+  std::condition_variable_any terminated_cv;            // signalled on reaching `terminated`
+  std::vector<std::unique_ptr<elastic_worker>> slots;  // at most max_threads; grows, never shrinks
+  std::vector<elastic_worker*> idle;                   // a stack: the most recently idle is reused first,
+                                                        // so surplus workers stay idle and age out by ttl
+  std::size_t live = 0, active = 0, queued = 0, largest = 0;
+  std::uint64_t submitted = 0, completed = 0, rejected = 0, withdrawn = 0, returned = 0;  // see elastic_stats
+  // The wake chain (lib/blocking/bounded_elastic.cpp, pass_baton_locked): workers
+  // handed a job but not woken yet, oldest first, and how many woken workers
+  // are still to pass the baton on (0 or 1 in practice). Invariant: if
+  // wake_pending is not empty, batons > 0, so every one of them gets woken.
+  elastic_worker* wake_pending_head = nullptr;
+  elastic_worker* wake_pending_tail = nullptr;
+  std::size_t batons = 0;
+  std::uint64_t thread_seq = 0;  // threads started so far; names NAME-1, NAME-2, ...
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,729 @@
+// tests/blocking/test_bounded_elastic.cpp — the bounded elastic pool from plain threads:
+// placement, caps, eviction, policies, lifecycle, figures and faults. (The
+// coroutine side, run()/offload() on a runtime, is in test_offload.cpp.)
+//
+// Jobs block on gates the test opens, so every ordering below is forced, not
+// hoped for; timed waits are upper bounds that only catch a hang.
+#include <weft/bounded_elastic.hpp>
+
+#include <doctest/doctest.h>
+
+#include "counted.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pool_support.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using weft::bounded_elastic;
+using weft::elastic_options;
+using weft::pool_state;
+using weft::rejection_policy;
+
+using test::gate;
+using test::occupy;
+using test::this_thread_name;
+
+using test::eventually;
+
+namespace {
+
+constexpr auto hang_limit = 10s;  // only ever an upper bound: reaching it is a failure
+
+
+
+
+template <class T>
+bool ready(std::future<T>& f) {
+  return f.wait_for(hang_limit) == std::future_status::ready;
+}
+
+
+elastic_options small(unsigned threads, std::size_t queue = 100, rejection_policy p = rejection_policy::abort) {
+  elastic_options o;
+  o.max_threads = threads;
+  o.max_queued_per_thread = queue;
+  o.on_reject = p;
+  return o;
+}
+
+// The invariant of elastic_stats at quiescence; `evicted`: jobs that
+// discard_oldest dropped from the queue.
+void check_consistent(const weft::elastic_stats& s, std::uint64_t evicted = 0) {
+  CHECK(s.submitted == s.completed + s.withdrawn + s.returned + s.queued + s.active + evicted);
+}
+
+template <class E>
+std::string what_of(std::future<void>& f) {
+  try {
+    f.get();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "<no exception>";
+}
+
+}  // namespace
+
+TEST_SUITE("bounded_elastic") {
+
+TEST_CASE("bad options throw invalid_argument naming the option") {
+  auto message = [](elastic_options o) -> std::string {
+    try {
+      bounded_elastic pool(std::move(o));
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "<constructed>";
+  };
+  elastic_options o;
+  o.max_threads = 0;
+  CHECK(message(o).find("max_threads") != std::string::npos);
+  o = {};
+  o.max_queued_per_thread = 0;
+  CHECK(message(o).find("max_queued_per_thread") != std::string::npos);
+  o = {};
+  o.ttl = 0ms;
+  CHECK(message(o).find("ttl") != std::string::npos);
+  o = {};
+  o.ttl = -5ms;
+  CHECK(message(o).find("ttl") != std::string::npos);
+  o = {};
+  o.max_threads = 2;
+  o.core_threads = 3;
+  CHECK(message(o).find("core_threads") != std::string::npos);
+}
+
+TEST_CASE("a new pool starts no thread and terminates at once when shut down") {
+  bounded_elastic pool(small(4));
+  CHECK(pool.stats().pool_size == 0);
+  CHECK(pool.state() == pool_state::running);
+  CHECK_FALSE(pool.is_shutdown());
+  pool.shutdown();
+  CHECK(pool.is_shutdown());
+  CHECK(pool.is_terminated());
+  CHECK(pool.await_termination(0ns));
+}
+
+TEST_CASE("submit carries the value and the exception through the future") {
+  bounded_elastic pool(small(2));
+  auto v = pool.submit([] { return 42; });
+  REQUIRE(ready(v));
+  CHECK(v.get() == 42);
+  // Shared and kept past the pool's end, so the last reference to the
+  // exception is dropped here: TSan cannot see libstdc++'s (uninstrumented)
+  // exception refcount, and would report a worker freeing it as a race.
+  std::shared_future<int> e = pool.submit([]() -> int { throw std::out_of_range("boom"); }).share();
+  REQUIRE(e.wait_for(hang_limit) == std::future_status::ready);
+  CHECK_THROWS_AS(e.get(), std::out_of_range);
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+}
+
+TEST_CASE("move-only callables and results are accepted everywhere") {
+  bounded_elastic pool(small(2));
+  auto p = std::make_unique<int>(7);
+  auto f = pool.submit([p = std::move(p)] { return std::make_unique<int>(*p * 6); });
+  REQUIRE(ready(f));
+  CHECK(*f.get() == 42);
+
+  std::promise<int> done;
+  auto got = done.get_future();
+  pool.execute([q = std::make_unique<int>(5), d = std::move(done)]() mutable { d.set_value(*q); });
+  REQUIRE(ready(got));
+  CHECK(got.get() == 5);
+
+  weft::job j([r = std::make_unique<int>(1)] { CHECK(*r == 1); });
+  std::promise<void> ran;
+  auto ran_f = ran.get_future();
+  pool.execute(weft::job([r = std::move(ran)]() mutable { r.set_value(); }));
+  REQUIRE(ready(ran_f));
+}
+
+TEST_CASE("a job runs at most once, and an empty job throws bad_function_call") {
+  int runs = 0;
+  weft::job j([&] { ++runs; });
+  CHECK(static_cast<bool>(j));
+  j();
+  CHECK(runs == 1);
+  CHECK_FALSE(static_cast<bool>(j));
+  CHECK_THROWS_AS(j(), std::bad_function_call);
+  CHECK(runs == 1);
+
+  std::stop_source src;
+  src.request_stop();
+  bool saw_stop = false;
+  weft::job s([&](std::stop_token st) { saw_stop = st.stop_requested(); });
+  s(src.get_token());
+  CHECK(saw_stop);
+}
+
+TEST_CASE("a job's callable is destroyed exactly once, run or not") {
+  counted::reset();
+  {
+    weft::job unrun([c = counted{}] { (void)c; });
+    weft::job ran([c = counted{}] { (void)c; });
+    ran();
+    weft::job moved = std::move(unrun);
+  }
+  CHECK(counted::alive() == 0);
+  {
+    bounded_elastic pool(small(1));
+    for (int i = 0; i < 10; ++i) pool.execute([c = counted{}] { (void)c; });
+  }
+  CHECK(counted::alive() == 0);
+}
+
+TEST_CASE("threads are named NAME-N, the name cut to fit 15 characters") {
+  elastic_options o = small(2);
+  o.name = "io";
+  bounded_elastic pool(o);
+  auto n = pool.submit(this_thread_name);
+  REQUIRE(ready(n));
+  CHECK(n.get() == "io-1");
+
+  elastic_options l = small(2);
+  l.name = "a-very-long-pool-name";
+  bounded_elastic longer(l);
+  auto m = longer.submit(this_thread_name);
+  REQUIRE(ready(m));
+  CHECK(m.get() == "a-very-long-p-1");  // 13 + "-1" = 15
+}
+
+TEST_CASE("a submit to an idle pool reuses the idle worker instead of starting a thread") {
+  bounded_elastic pool(small(4));
+  for (int i = 0; i < 20; ++i) {
+    auto f = pool.submit([] {});
+    REQUIRE(ready(f));
+    f.get();
+  }
+  auto s = pool.stats();
+  CHECK(s.largest_pool_size == 1);
+  CHECK(s.pool_size == 1);
+  CHECK(s.idle == 1);
+  CHECK(s.completed == 20);
+}
+
+TEST_CASE("pick order: an idle worker, then a new one below the cap, then the least busy") {
+  bounded_elastic pool(small(2));
+  gate a, b;
+  std::latch started(2);
+  std::thread::id ta, tb;
+  pool.execute([&, w = a.waiter()] {
+    ta = std::this_thread::get_id();
+    started.count_down();
+    w();
+  });
+  pool.execute([&, w = b.waiter()] {
+    tb = std::this_thread::get_id();
+    started.count_down();
+    w();
+  });
+  started.wait();
+  CHECK(ta != tb);  // no idle worker: the second job started a second thread
+  CHECK(pool.stats().pool_size == 2);
+
+  // At the cap: four more jobs are spread over both queues (least busy), not
+  // piled onto one. B's worker then runs its own share first and steals the
+  // rest from A's worker, which is still blocked.
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<std::future<void>> done;
+  for (int i = 0; i < 4; ++i) {
+    done.push_back(pool.submit([&, i] {
+      std::lock_guard lk(mu);
+      order.push_back(i);
+      CHECK(std::this_thread::get_id() == tb);
+    }));
+  }
+  CHECK(pool.stats().queued == 4);
+  b.open();
+  for (auto& f : done) REQUIRE(ready(f));
+  // Balanced queues give {0,2 | 1,3}: B's worker runs its own two, then the
+  // other two oldest first. One queue holding all four would give 0,1,2,3.
+  const bool b_had_even = order == std::vector<int>{0, 2, 1, 3};
+  const bool b_had_odd = order == std::vector<int>{1, 3, 0, 2};
+  CHECK((b_had_even || b_had_odd));
+  a.open();
+  CHECK(eventually([&] { return pool.stats().idle == 2; }));
+
+  // Both idle now: the next job goes to an idle worker, no thread is started.
+  auto f = pool.submit([] {});
+  REQUIRE(ready(f));
+  CHECK(pool.stats().largest_pool_size == 2);
+}
+
+TEST_CASE("a burst of jobs handed to sleeping workers wakes every one of them") {
+  // Eight workers go to sleep; then eight jobs that can only finish when all
+  // eight run at once. The submitter wakes the first, and each woken worker
+  // the next: a lost wake anywhere in the chain would leave the burst hung.
+  constexpr int n = 8;
+  bounded_elastic pool(small(n));
+  for (int round = 0; round < 20; ++round) {
+    std::latch all_running(n);
+    std::vector<std::future<bool>> jobs;
+    for (int i = 0; i < n; ++i) {
+      jobs.push_back(pool.submit([&all_running] {
+        all_running.count_down();
+        const auto end = std::chrono::steady_clock::now() + hang_limit;
+        while (!all_running.try_wait()) {
+          if (std::chrono::steady_clock::now() > end) return false;
+          std::this_thread::sleep_for(50us);
+        }
+        return true;
+      }));
+    }
+    for (auto& j : jobs) {
+      REQUIRE(ready(j));
+      CHECK(j.get());
+    }
+    REQUIRE(eventually([&] { return pool.stats().idle == static_cast<std::size_t>(n); }));
+  }
+  CHECK(pool.stats().largest_pool_size == static_cast<std::size_t>(n));
+}
+
+TEST_CASE("the thread cap holds under 10,000 concurrent submits from several threads") {
+  constexpr unsigned cap = 4;
+  bounded_elastic pool(small(cap, 100'000));
+  std::atomic<int> running{0}, most{0}, ran{0};
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::vector<std::thread> submitters;
+  for (int t = 0; t < 4; ++t) {
+    submitters.emplace_back([&] {
+      for (int i = 0; i < 2'500; ++i) {
+        pool.execute([&] {
+          int now = ++running;
+          int m = most.load();
+          while (now > m && !most.compare_exchange_weak(m, now)) {
+          }
+          {
+            std::lock_guard lk(mu);
+            threads.insert(std::this_thread::get_id());
+          }
+          ++ran;
+          --running;
+        });
+        CHECK(pool.stats().pool_size <= cap);
+      }
+    });
+  }
+  for (auto& t : submitters) t.join();
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+  CHECK(ran == 10'000);
+  CHECK(most <= static_cast<int>(cap));
+  CHECK(threads.size() <= cap);
+  auto s = pool.stats();
+  CHECK(s.largest_pool_size <= cap);
+  CHECK(s.completed == 10'000);
+  check_consistent(s);
+}
+
+TEST_CASE("no head-of-line blocking: short jobs do not wait behind a long one") {
+  bounded_elastic pool(small(2));
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<std::int64_t> long_done_ms{-1};
+  std::atomic<std::int64_t> shorts_done_ms{-1};
+  std::atomic<int> shorts{0};
+  auto ms_since_start = [start] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto long_job = pool.submit([&] {
+    std::this_thread::sleep_for(500ms);
+    long_done_ms = ms_since_start();
+  });
+  std::vector<std::future<void>> short_jobs;
+  for (int i = 0; i < 10; ++i) {
+    short_jobs.push_back(pool.submit([&] {
+      std::this_thread::sleep_for(1ms);
+      if (++shorts == 10) shorts_done_ms = ms_since_start();
+    }));
+  }
+  for (auto& f : short_jobs) REQUIRE(ready(f));
+  REQUIRE(ready(long_job));
+  MESSAGE("shorts done at " << shorts_done_ms.load() << " ms, long at " << long_done_ms.load() << " ms");
+  CHECK(shorts_done_ms.load() < long_done_ms.load());
+  CHECK(shorts_done_ms.load() < 250);  // ten 1 ms jobs on one free worker; the long one takes 500
+}
+
+TEST_CASE("abort rejects with Reactor's message when every queue is full") {
+  bounded_elastic pool(small(1, 2));
+  gate g;
+  occupy(pool, g);  // running
+  pool.execute([] {});       // queued 1/2
+  pool.execute([] {});       // queued 2/2
+  std::string msg;
+  try {
+    pool.execute([] {});
+  } catch (const weft::rejected_execution& e) {
+    msg = e.what();
+  }
+  CHECK(msg == "Task capacity of bounded elastic scheduler reached while scheduling 1 tasks (3/2)");
+  CHECK_THROWS_AS(pool.submit([] {}), weft::rejected_execution);
+  g.open();
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+  auto s = pool.stats();
+  CHECK(s.rejected == 2);
+  CHECK(s.completed == 3);
+  CHECK(s.submitted == 3);  // the two refused never count as submitted
+  check_consistent(s);
+}
+
+TEST_CASE("caller_runs runs a rejected job on the submitting thread") {
+  bounded_elastic pool(small(1, 1, rejection_policy::caller_runs));
+  gate g;
+  occupy(pool, g);
+  pool.execute([] {});
+  std::thread::id ran_on;
+  auto f = pool.submit([&] { ran_on = std::this_thread::get_id(); });
+  CHECK(f.wait_for(0s) == std::future_status::ready);  // ran synchronously, before submit returned
+  CHECK(ran_on == std::this_thread::get_id());
+  CHECK_THROWS_AS(pool.execute([] { throw std::runtime_error("mine"); }), std::runtime_error);
+  g.open();
+}
+
+TEST_CASE("discard drops the new job and its future gets rejected_execution") {
+  bounded_elastic pool(small(1, 1, rejection_policy::discard));
+  gate g;
+  std::atomic<int> ran{0};
+  occupy(pool, g);
+  auto kept = pool.submit([&] { ++ran; });
+  auto dropped = pool.submit([&] { ran += 100; });
+  REQUIRE(ready(dropped));
+  CHECK(what_of<weft::rejected_execution>(dropped).find("discarded") != std::string::npos);
+  g.open();
+  REQUIRE(ready(kept));
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+  CHECK(ran == 1);
+  check_consistent(pool.stats());
+}
+
+TEST_CASE("discard_oldest evicts the oldest queued job, whose future gets rejected_execution") {
+  bounded_elastic pool(small(1, 2, rejection_policy::discard_oldest));
+  gate g;
+  std::mutex mu;
+  std::vector<int> ran;
+  auto record = [&](int i) {
+    return [&, i] {
+      std::lock_guard lk(mu);
+      ran.push_back(i);
+    };
+  };
+  occupy(pool, g);
+  auto oldest = pool.submit(record(1));
+  auto second = pool.submit(record(2));
+  auto newest = pool.submit(record(3));
+  REQUIRE(ready(oldest));
+  CHECK(what_of<weft::rejected_execution>(oldest).find("discard_oldest") != std::string::npos);
+  g.open();
+  REQUIRE(ready(second));
+  REQUIRE(ready(newest));
+  CHECK(ran == std::vector<int>{2, 3});
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+  auto s = pool.stats();
+  CHECK(s.rejected == 1);
+  CHECK(s.submitted == 4);  // the occupier and all three: each was accepted when it came
+  check_consistent(s, 1);
+}
+
+TEST_CASE("after shutdown new work follows the policy with a message that says so") {
+  bounded_elastic aborting(small(2));
+  aborting.shutdown();
+  std::string msg;
+  try {
+    aborting.execute([] {});
+  } catch (const weft::rejected_execution& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("shut down") != std::string::npos);
+
+  // Like Java's CallerRunsPolicy, a shut-down pool discards rather than runs.
+  bounded_elastic caller(small(2, 10, rejection_policy::caller_runs));
+  caller.shutdown();
+  bool ran = false;
+  auto f = caller.submit([&] { ran = true; });
+  REQUIRE(ready(f));
+  CHECK(what_of<weft::rejected_execution>(f).find("shut down") != std::string::npos);
+  CHECK_FALSE(ran);
+}
+
+TEST_CASE("shutdown lets queued work finish; await_termination reports false, then true") {
+  bounded_elastic pool(small(1));
+  gate g;
+  std::atomic<int> ran{0};
+  occupy(pool, g);
+  for (int i = 0; i < 3; ++i) pool.execute([&] { ++ran; });
+  pool.shutdown();
+  CHECK(pool.is_shutdown());
+  CHECK(pool.state() == pool_state::shutdown);
+  CHECK_FALSE(pool.await_termination(20ms));
+  CHECK_FALSE(pool.is_terminated());
+  g.open();
+  REQUIRE(pool.await_termination(hang_limit));
+  CHECK(pool.state() == pool_state::terminated);
+  CHECK(ran == 3);
+  auto s = pool.stats();
+  CHECK(s.pool_size == 0);
+  CHECK(s.completed == 4);
+  check_consistent(s);
+}
+
+TEST_CASE("shutdown_now returns queued jobs unrun and asks running ones to stop") {
+  bounded_elastic pool(small(1));
+  std::latch running(1);
+  std::atomic<bool> saw_stop{false};
+  auto stopper = pool.submit([&](std::stop_token st) {
+    running.count_down();
+    const auto end = std::chrono::steady_clock::now() + hang_limit;
+    while (!st.stop_requested() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(100us);
+    saw_stop = st.stop_requested();
+  });
+  running.wait();
+  std::atomic<int> ran{0};
+  auto awaited = pool.submit([&] { ++ran; });
+  pool.execute([&] { ran += 10; });
+  pool.execute([&] { ran += 100; });
+
+  std::vector<weft::job> unrun = pool.shutdown_now();
+  CHECK(unrun.size() == 3);
+  CHECK(pool.state() >= pool_state::stop);
+  REQUIRE(ready(stopper));
+  CHECK(saw_stop);
+  REQUIRE(pool.await_termination(hang_limit));
+  CHECK(ran == 0);
+
+  // The holder decides: run one, drop the rest. A dropped submit()'s future
+  // hears rejected_execution instead of waiting forever.
+  unrun[1]();
+  CHECK(ran == 10);
+  unrun.clear();
+  REQUIRE(ready(awaited));
+  CHECK_THROWS_AS(awaited.get(), weft::rejected_execution);
+  CHECK(ran == 10);
+  auto s = pool.stats();
+  CHECK(s.returned == 3);  // handed back by shutdown_now: accepted, not rejected
+  CHECK(s.rejected == 0);
+  check_consistent(s);
+}
+
+TEST_CASE("a job handed back by shutdown_now can be executed on another pool") {
+  bounded_elastic first(small(1));
+  gate g;
+  occupy(first, g);
+  auto answer = first.submit([] { return std::this_thread::get_id(); });
+  std::vector<weft::job> unrun = first.shutdown_now();
+  REQUIRE(unrun.size() == 1);
+  g.open();
+  bounded_elastic second(small(1));
+  second.execute(std::move(unrun[0]));
+  CHECK_FALSE(static_cast<bool>(unrun[0]));
+  REQUIRE(ready(answer));
+  CHECK(answer.get() != std::this_thread::get_id());
+  second.shutdown();
+  REQUIRE(second.await_termination(hang_limit));
+  CHECK(second.stats().completed == 1);
+}
+
+TEST_CASE("idle workers above core_threads age out after ttl, to zero, and the pool grows again") {
+  elastic_options o = small(3);
+  o.ttl = 50ms;
+  o.name = "ttl";
+  bounded_elastic pool(o);
+  gate g;
+  occupy(pool, g, 3);
+  CHECK(pool.stats().pool_size == 3);
+  const auto idle_from = std::chrono::steady_clock::now();
+  g.open();
+  REQUIRE(eventually([&] { return pool.stats().pool_size == 0; }));
+  CHECK(std::chrono::steady_clock::now() - idle_from >= o.ttl);  // none left before its ttl
+  CHECK(pool.stats().idle == 0);
+
+  auto again = pool.submit(this_thread_name);
+  REQUIRE(ready(again));
+  CHECK(again.get() == "ttl-4");  // a fresh thread, numbered on
+  CHECK(pool.stats().pool_size == 1);
+  CHECK(pool.stats().largest_pool_size == 3);
+}
+
+TEST_CASE("a ttl or a wait of duration::max() means for ever, without overflow") {
+  elastic_options o = small(2);
+  o.ttl = std::chrono::milliseconds::max();
+  bounded_elastic pool(o);
+  auto f = pool.submit([] { return 1; });
+  REQUIRE(ready(f));
+  CHECK(f.get() == 1);
+  CHECK(pool.stats().pool_size == 1);
+  pool.shutdown();
+  CHECK(pool.await_termination(std::chrono::nanoseconds::max()));
+}
+
+TEST_CASE("core_threads stay when idle; only the surplus ages out") {
+  elastic_options o = small(3);
+  o.ttl = 30ms;
+  o.core_threads = 1;
+  bounded_elastic pool(o);
+  gate g;
+  occupy(pool, g, 3);
+  g.open();
+  REQUIRE(eventually([&] { return pool.stats().pool_size == 1; }));
+  std::this_thread::sleep_for(4 * o.ttl);  // several ttls: the core worker must still be there
+  CHECK(pool.stats().pool_size == 1);
+  CHECK(pool.stats().idle == 1);
+}
+
+TEST_CASE("a job that throws never kills its worker; the exception reaches on_error") {
+  elastic_options o = small(1);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  o.on_error = [&](std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      std::lock_guard lk(mu);
+      errors.push_back(x.what());
+    }
+  };
+  bounded_elastic pool(o);
+  auto first = pool.submit([] { return std::this_thread::get_id(); });
+  REQUIRE(ready(first));
+  const auto worker = first.get();
+  for (int i = 0; i < 5; ++i) pool.execute([] { throw std::runtime_error("job failed"); });
+  auto after = pool.submit([] { return std::this_thread::get_id(); });
+  REQUIRE(ready(after));
+  CHECK(after.get() == worker);
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+  CHECK(errors == std::vector<std::string>(5, "job failed"));
+  CHECK(pool.stats().largest_pool_size == 1);
+}
+
+TEST_CASE("a rejected submit leaves every worker's busy count as it was (reactor-core#3182)") {
+  bounded_elastic pool(small(1, 1));
+  gate g;
+  occupy(pool, g);
+  pool.execute([] {});
+  for (int i = 0; i < 5; ++i) CHECK_THROWS_AS(pool.execute([] {}), weft::rejected_execution);
+  auto during = pool.stats();
+  CHECK(during.active == 1);
+  CHECK(during.queued == 1);
+  CHECK(during.idle == 0);
+  g.open();
+  REQUIRE(eventually([&] { return pool.stats().idle == 1; }));
+  auto after = pool.stats();
+  CHECK(after.active == 0);
+  CHECK(after.queued == 0);
+  // The lone worker is free again: it takes the next job instead of the pool
+  // counting it as busy and rejecting.
+  for (int i = 0; i < 3; ++i) {
+    auto f = pool.submit([] { return 1; });
+    REQUIRE(ready(f));
+    CHECK(f.get() == 1);
+  }
+  CHECK(pool.stats().largest_pool_size == 1);
+}
+
+TEST_CASE("a worker thread that cannot be created loses no job (tokio#8406)") {
+  std::atomic<bool> fail{false};
+  elastic_options o = small(4);
+  o.fail_thread_start = [&] { return fail.load(); };
+  bounded_elastic pool(o);
+  gate g;
+  occupy(pool, g);
+  fail = true;
+  // No idle worker, room for three more threads, but none can start: the job
+  // goes to the worker that exists.
+  auto queued = pool.submit([] { return 7; });
+  CHECK(pool.stats().pool_size == 1);
+  CHECK(pool.stats().queued == 1);
+  g.open();
+  REQUIRE(ready(queued));
+  CHECK(queued.get() == 7);
+
+  // With no worker at all, the submit fails and says why.
+  bounded_elastic empty(o);
+  std::string msg;
+  try {
+    empty.execute([] {});
+  } catch (const weft::rejected_execution& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("could not start a worker thread") != std::string::npos);
+  CHECK(empty.stats().rejected == 1);
+  fail = false;
+  auto later = empty.submit([] { return 8; });
+  REQUIRE(ready(later));
+  CHECK(later.get() == 8);
+}
+
+TEST_CASE("figures are consistent at quiescence") {
+  bounded_elastic pool(small(2, 5, rejection_policy::discard));
+  std::vector<std::thread> submitters;
+  std::atomic<int> ran{0};
+  for (int t = 0; t < 4; ++t) {
+    submitters.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        pool.execute([&] {
+          std::this_thread::sleep_for(50us);
+          ++ran;
+        });
+      }
+    });
+  }
+  for (auto& t : submitters) t.join();
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+  auto s = pool.stats();
+  CHECK(s.submitted + s.rejected == 200);  // every job accepted or refused, never both
+  CHECK(s.rejected > 0);                   // the discard policy did refuse some
+  CHECK(s.completed == static_cast<std::uint64_t>(ran.load()));
+  CHECK(s.queued == 0);
+  CHECK(s.active == 0);
+  check_consistent(s);
+}
+
+}  // TEST_SUITE
+
+// ---- the seed's defaults (Reactor's BoundedElasticScheduler) -------------------
+
+TEST_CASE("default options: 10 threads per core, 100,000 queued per thread, a 60 s idle TTL, no core threads") {
+  const elastic_options o;
+  CHECK(o.max_threads == 10 * weft::detail::cores());
+  CHECK(o.max_queued_per_thread == 100'000);
+  CHECK(o.ttl == std::chrono::seconds(60));
+  CHECK(o.core_threads == 0);
+  CHECK(o.on_reject == rejection_policy::abort);
+}
+
+TEST_CASE("the default queue bound shows: a worker takes 100,000 queued jobs and refuses the next") {
+  elastic_options o;  // the default max_queued_per_thread
+  o.max_threads = 1;
+  bounded_elastic pool(o);
+  gate g;
+  occupy(pool, g);  // the one worker is busy: every later job queues
+  std::atomic<int> ran{0};
+  for (std::size_t i = 0; i < o.max_queued_per_thread; ++i) pool.execute([&ran] { ++ran; });
+  CHECK(pool.stats().queued == 100'000);
+  CHECK_THROWS_AS(pool.execute([&ran] { ++ran; }), weft::rejected_execution);
+  g.open();
+  pool.shutdown();
+  CHECK(pool.await_termination(hang_limit));
+  CHECK(ran == 100'000);
+}

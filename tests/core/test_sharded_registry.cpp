@@ -133,12 +133,13 @@ TEST_CASE("threads taking and dropping one key at once never see two entries for
     std::mt19937 rng(static_cast<unsigned>(t) + 1);
     auto make = [&](probe& p, removals& r) {
       p.live = &live;
-      const int now = ++live;
-      int seen = most.load();
-      while (now > seen && !most.compare_exchange_weak(seen, now)) {
-      }
+      ++live;
       ++made;
-      ++r.count;  // a plain field, under the shard's mutex
+      // Entries of the key in the table: a plain field, under the shard's
+      // mutex. (Not `live`: an unlinked entry is destroyed after the mutex
+      // is let go, R3, so a new one may be made before the old one is gone.)
+      const int now = static_cast<int>(++r.count);
+      if (now > most.load()) most = now;
     };
     auto forgetting = [&](probe&, removals& r) noexcept {
       --r.count;

@@ -12,7 +12,8 @@
 //    to a new worker (below the cap), else to the busy worker with the fewest
 //    queued; when every queue is full the rejection policy applies.
 //    Among idle workers the most recently idle is picked (its cache is warm,
-//    and the others age out); among equally busy ones, the first started.
+//    and the others age out); among equally busy ones, the first started
+//    (the lowest-numbered worker slot: a new thread takes the lowest free one).
 //  * No job waits while a worker is idle: a worker whose queue is empty takes
 //    the oldest job of the busiest worker before it goes idle.
 //  * Every job is run, handed back (shutdown_now) or dropped exactly once; a
@@ -109,7 +110,8 @@ class bounded_elastic;
 
 namespace detail {
 
-struct elastic_core;  // lib/elastic_core.hpp
+struct elastic_core;    // lib/elastic_core.hpp
+struct elastic_access;  // lib/elastic_core.hpp: how tests reach the core
 
 // The intrusive unit the pool queues. Its owner (a `job`, or the pool once
 // admitted) calls exactly one of: run then finish, or drop.
@@ -376,6 +378,7 @@ class bounded_elastic {
  private:
   template <class F>
   friend class detail::run_awaiter;
+  friend struct detail::elastic_access;
   // Admits a heap node the pool may delete: runs it here (caller_runs) or
   // drops it (discard) as told; on a throw, deletes it undelivered.
   void admit_owned(detail::job_node* n);

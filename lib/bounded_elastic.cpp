@@ -1,9 +1,11 @@
 // lib/bounded_elastic.cpp — the bounded elastic pool: admission, workers, lifecycle.
 //
 // One mutex per pool guards the queues and figures (lib/elastic_core.hpp says
-// who may touch what). Each admission and each finished job takes it once, for
-// a few pointer moves; the expensive parts — running the job, delivering its
-// outcome, waking a sleeping worker — happen outside it. A worker that runs
+// who may touch what, and what a section under it costs). Each admission and
+// each finished job takes it once, for a few pointer moves and counters; the
+// expensive parts — running the job, delivering its outcome, waking a
+// sleeping worker, building a rejection's message — happen outside it.
+// Starting a thread is the exception: it happens under the lock. A worker that runs
 // out of work sleeps on its own futex (elastic_parker) at once. Waking one
 // costs a FUTEX_WAKE, and a burst of jobs handed to sleeping workers is woken
 // by a chain of the workers themselves, not by the submitter (pass_baton_locked).
@@ -60,9 +62,15 @@ void report(const elastic_core& c, std::exception_ptr e) noexcept {
 }
 
 // Requires mu. Reached once: the last worker is gone and no new one may start.
+// The states follow ThreadPoolExecutor's tryTerminate: tidying, in which Java
+// runs its terminated() hook, then terminated. weft has no such hook (only
+// the test seam), so tidying lasts as long as that seam takes, as a Java
+// pool's does with the default empty terminated(): a state() poller may see
+// it or not, but never out of order (both stores are seq_cst, under mu).
 void terminate_locked(elastic_core& c) {
   assert(c.live == 0 && c.backlog.size() == 0 && c.state.load() != pool_state::running);
   c.state.store(pool_state::tidying);
+  if (c.hooks.on_tidying) c.hooks.on_tidying();
   c.state.store(pool_state::terminated);
   c.terminated_cv.notify_all();
 }
@@ -329,6 +337,13 @@ elastic_queue* least_busy_locked(elastic_core& c) {
 
 elastic_core::elastic_core(elastic_options o) : opt((validate(o), std::move(o))) {
   slots.reserve(opt.max_threads < 1024 ? opt.max_threads : 1024);
+  backlog.keep_age_order(opt.on_reject == rejection_policy::discard_oldest);
+}
+
+void elastic_set_test_hooks(bounded_elastic& pool, elastic_test_hooks hooks) {
+  elastic_core& c = elastic_access::core(pool);
+  std::lock_guard lk(c.mu);
+  c.hooks = std::move(hooks);
 }
 
 admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
@@ -336,9 +351,12 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
   std::unique_lock lk(c.mu);
   // `submitted` counts a job once the pool has accepted it (queued or handed
   // to a worker); a refusal counts in `rejected` only (elastic_stats).
+  // The messages of the exceptions below are built after letting go of mu
+  // (opt is const, so reading it needs no lock).
   if (c.state.load() != pool_state::running) {
     ++c.rejected;
     if (c.opt.on_reject == rejection_policy::abort) {
+      lk.unlock();
       throw rejected_execution("weft: bounded elastic scheduler '" + c.opt.name +
                                "' is shut down and takes no new jobs");
     }
@@ -373,6 +391,7 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
       // Only reachable when starting the first thread failed: there is no
       // worker to give the job to and none may ever come, so say why.
       ++c.rejected;
+      lk.unlock();
       throw rejected_execution("weft: bounded elastic scheduler '" + c.opt.name +
                                "' could not start a worker thread (" + start_error +
                                ") and has no running worker to take the job");
@@ -380,6 +399,7 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
     ++c.rejected;
     switch (c.opt.on_reject) {
       case rejection_policy::abort:
+        lk.unlock();
         throw rejected_execution("Task capacity of bounded elastic scheduler reached while scheduling 1 tasks (" +
                                  std::to_string(c.opt.max_queued_per_thread + 1) + "/" +
                                  std::to_string(c.opt.max_queued_per_thread) + ")");
@@ -389,16 +409,17 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
         *why = discarded_msg;
         return admitted::discarded;
       case rejection_policy::discard_oldest: {
-        // Every queue is full: make room in the first one. The count of
-        // rejected stays one per job given up: the evicted one, not `n`.
-        for (auto& s : c.slots) {
-          if (s->live) {
-            q = &s->queue;
-            break;
-          }
-        }
-        job_node* evicted = c.backlog.pop(*q);
-        c.backlog.push(*q, n);
+        // Every queue is full. Java's DiscardOldestPolicy drops the head of
+        // its one queue, the job that has waited longest; with a queue per
+        // worker that is the oldest queued job of the whole pool, wherever
+        // it waits (the backlog keeps the order of admission for this
+        // policy). The new job takes its room: the back of that worker's
+        // queue. The count of rejected stays one per job given up: the
+        // evicted one, not `n`.
+        job_node* evicted = c.backlog.oldest();
+        elastic_queue& room = *static_cast<elastic_queue*>(evicted->queue);
+        c.backlog.unlink(evicted);
+        c.backlog.push(room, n);
         ++c.submitted;  // the new job is accepted; the evicted one was counted when it was
         lk.unlock();
         evicted->ops->drop(evicted, evicted_msg);
@@ -458,6 +479,7 @@ std::string elastic_audit(const elastic_core& c) {
     if (f >= c.slots.size() || c.slots[f]->live) return "a free slot has no thread";
   }
   if (!c.backlog.index_consistent()) return "the backlog's index agrees with its queues (B2, T1)";
+  if (!c.backlog.age_order_consistent()) return "the backlog's age order holds every queued job once (B4)";
 
   std::size_t pending = 0;
   for (const elastic_worker* w = c.wake_pending_head; w; w = w->wake_next) {

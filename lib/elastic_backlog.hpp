@@ -16,14 +16,22 @@
 // 3.2-3.3M against 0.6M with 640. A scan reads at most index_from slots,
 // a bounded cost.
 //
-// Every change to a queue goes through this class, so the index and the
-// total never drift from the queues. Runs under the pool's mutex.
+// Under the discard_oldest policy it also keeps every queued job in the
+// order of admission (job_node::older/newer), so the job that has waited
+// longest in any queue is at hand in O(1); the other policies pay nothing
+// for it.
+//
+// Every change to a queue goes through this class, so the index, the age
+// order and the total never drift from the queues. Runs under the pool's
+// mutex.
 // Invariants:
 //  B1 A queue is open exactly while its worker is live; only an open queue
 //     holds jobs.
 //  B2 Once indexed, the tree holds every open queue at its length (and no
 //     closed one).
 //  B3 size() is the sum of the lengths of all queues.
+//  B4 If the age order is kept, it holds every queued job once, the oldest
+//     admitted first; otherwise it is empty.
 #pragma once
 
 #include "elastic_queue.hpp"
@@ -57,6 +65,12 @@ class elastic_backlog {
   }
   bool indexed() const noexcept { return indexed_; }
 
+  // Whether to keep the order of admission (before the first push).
+  void keep_age_order(bool keep) noexcept {
+    assert(size_ == 0);
+    aged_ = keep;
+  }
+
   // A worker starts (its queue empty) or leaves (its queue empty again: a
   // worker leaves only once it has found nothing to take).
   void open(elastic_queue& q) noexcept {
@@ -76,6 +90,12 @@ class elastic_backlog {
     q.push_back(n);
     changed(q);
     ++size_;
+    if (aged_) {
+      n->newer = nullptr;
+      n->older = newest_;
+      (newest_ ? newest_->newer : oldest_) = n;
+      newest_ = n;
+    }
   }
 
   // q's oldest job, or null.
@@ -84,6 +104,7 @@ class elastic_backlog {
     if (n) {
       changed(q);
       --size_;
+      forget_age(n);
     }
     return n;
   }
@@ -94,7 +115,11 @@ class elastic_backlog {
     q.unlink(n);
     changed(q);
     --size_;
+    forget_age(n);
   }
+
+  // The queued job admitted first, if the age order is kept and any is queued.
+  job_node* oldest() const noexcept { return oldest_; }
 
   // The open queue with the fewest jobs (the lowest slot of equals); null
   // if none is open.
@@ -105,6 +130,15 @@ class elastic_backlog {
 
   std::size_t size() const noexcept { return size_; }
 
+  // For audits: B4.
+  bool age_order_consistent() const noexcept {
+    std::size_t n = 0;
+    for (const job_node* j = oldest_; j; j = j->newer) {
+      if (!j->queue || (j->older ? j->older->newer : oldest_) != j || ++n > size_) return false;
+    }
+    return aged_ ? n == size_ : n == 0 && !newest_;
+  }
+
   // For audits: B2, checked against a scan of every queue.
   bool index_consistent() const noexcept {
     return !indexed_ || (tree_.consistent() && at(tree_.least()) == scan_shortest() &&
@@ -112,6 +146,13 @@ class elastic_backlog {
   }
 
  private:
+  void forget_age(job_node* n) noexcept {
+    if (!aged_) return;
+    (n->older ? n->older->newer : oldest_) = n->newer;
+    (n->newer ? n->newer->older : newest_) = n->older;
+    n->older = n->newer = nullptr;
+  }
+
   void changed(elastic_queue& q) noexcept {
     assert(q.open);  // B1
     if (indexed_) tree_.set(q.slot, q.size());
@@ -147,6 +188,9 @@ class elastic_backlog {
   load_tree tree_;
   std::size_t index_from_ = default_index_from;
   bool indexed_ = false;
+  bool aged_ = false;           // the age order is kept (discard_oldest)
+  job_node* oldest_ = nullptr;  // the age order's ends
+  job_node* newest_ = nullptr;
   std::size_t size_ = 0;
 };
 

@@ -2,10 +2,22 @@
 // queues, the figures, the lifecycle.
 //
 // Ground rules:
-//  * Everything below `mu` is guarded by it. Worker threads, submitters and
-//    cancel hooks each hold it only for a few pointer moves; no user code (a
-//    job, its destructor, a drop action, on_error) runs under it, only the
-//    fail_thread_start test hook.
+//  * Everything below `mu` is guarded by it (but a worker's idle_since). A
+//    section under it is a few pointer moves and counters, plus the index
+//    of the next rule but one, except:
+//     - starting a worker thread (start_worker_locked): pthread_create, about
+//       35 us on the 2-vCPU VM (a stack mapping and a clone), and when the
+//       slot had a thread before, joining it, which has already let go of
+//       mu and only has to return. Once per thread started, so at most
+//       max_threads times per ttl. It stays under mu so that a failed start
+//       falls back to an existing worker within the same decision
+//       (tokio#8406) and no admission sees a slot half started.
+//     - shutdown() and shutdown_now(): a vector of the idle workers, and of
+//       the queued jobs, O(workers + jobs) with an allocation, once a pool.
+//     - the test seams (elastic_test_hooks, fail_thread_start) and
+//       elastic_audit.
+//    No user code (a job, its destructor, a drop action, on_error) runs
+//    under it, and a rejection's message is built after letting go of it.
 //  * Worker objects are never freed before the core: a slot is reused by the
 //    next thread started in it. So a submitter may unpark a worker after
 //    letting go of `mu` even if that worker has since exited.
@@ -44,6 +56,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -54,6 +67,16 @@
 namespace weft::detail {
 
 struct elastic_core;
+
+// Seams for tests, set through elastic_set_test_hooks (users cannot reach
+// them: they live in lib/). Each is called with the pool's lock held, so it
+// must not call into the pool, except state() and the like, which take no lock.
+struct elastic_test_hooks {
+  // Between the tidying and the terminated states: where Java runs a
+  // ThreadPoolExecutor's terminated() (lib/bounded_elastic.cpp,
+  // terminate_locked).
+  std::function<void()> on_tidying;
+};
 
 struct elastic_worker {
   elastic_core* pool = nullptr;
@@ -84,7 +107,7 @@ struct elastic_core {
   // Written under `mu`, read without it by state()/is_shutdown().
   std::atomic<pool_state> state{pool_state::running};
 
-  mutable brief_spin_mutex mu;  // sections are a few pointer moves (brief_spin_mutex.hpp)
+  mutable brief_spin_mutex mu;  // what a section under it costs: the ground rules above
   std::condition_variable_any terminated_cv;            // signalled on reaching `terminated`
   std::vector<std::unique_ptr<elastic_worker>> slots;  // at most max_threads; grows, never shrinks
   // Idle workers: the most recently idle (the top) is reused first, so
@@ -105,12 +128,16 @@ struct elastic_core {
   elastic_worker* wake_pending_tail = nullptr;
   std::size_t batons = 0;
   std::uint64_t thread_seq = 0;  // threads started so far; names NAME-1, NAME-2, ...
+  elastic_test_hooks hooks;      // empty but in tests
 };
 
 // For tests (which may include lib/'s headers; users cannot): a pool's core.
 struct elastic_access {
   static elastic_core& core(bounded_elastic& p) noexcept { return *p.core_; }
 };
+
+// Sets the pool's test seams; best done before its first job.
+void elastic_set_test_hooks(bounded_elastic& pool, elastic_test_hooks hooks);
 
 // Checks, under the pool's lock, every invariant of the core's structures
 // (the idle stack, the free slots, the backlog and its index, the counts)

@@ -55,7 +55,9 @@ enum class rejection_policy {
                    // the loop (every task on it) for the job's duration. After
                    // shutdown the job is discarded instead, as in Java.
   discard,         // drop the new job; its future or awaiter gets rejected_execution
-  discard_oldest,  // drop the oldest queued job of the least busy worker and queue the new one
+  discard_oldest,  // drop the job that has waited longest in any worker's queue (as Java's
+                   // DiscardOldestPolicy drops the head of its one queue) and queue the new
+                   // one in its place, at the back of that worker's queue
 };
 
 // ThreadPoolExecutor's run states, in the only order they are passed through.
@@ -129,10 +131,14 @@ struct job_ops {
 struct job_node {
   const job_ops* ops = nullptr;
   // Pool bookkeeping, guarded by the pool's mutex: the links of the worker
-  // queue holding the node, and that queue (null when the node is not queued).
+  // queue holding the node, and that queue (null when the node is not
+  // queued); the links of the pool's admission order, kept under the
+  // discard_oldest policy only (lib/elastic_backlog.hpp).
   job_node* prev = nullptr;
   job_node* next = nullptr;
   void* queue = nullptr;
+  job_node* older = nullptr;
+  job_node* newer = nullptr;
 };
 
 // Why a job ended unrun, as its awaiter or future sees it.

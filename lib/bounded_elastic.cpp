@@ -290,7 +290,7 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
 // Requires mu. Starts a worker thread (its queue empty), or returns
 // null (and says why) if the thread cannot be created.
 elastic_worker* start_worker_locked(elastic_core& c, std::string& error) {
-  if (c.opt.fail_thread_start && c.opt.fail_thread_start()) {
+  if (c.hooks.fail_thread_start && c.hooks.fail_thread_start()) {
     error = std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again)).what();
     return nullptr;
   }

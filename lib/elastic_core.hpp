@@ -14,7 +14,7 @@
 //       (tokio#8406) and no admission sees a slot half started.
 //     - shutdown() and shutdown_now(): a vector of the idle workers, and of
 //       the queued jobs, O(workers + jobs) with an allocation, once a pool.
-//     - the test seams (elastic_test_hooks, fail_thread_start) and
+//     - the test seams (elastic_test_hooks) and
 //       elastic_audit.
 //    No user code (a job, its destructor, a drop action, on_error) runs
 //    under it, and a rejection's message is built after letting go of it.
@@ -72,6 +72,9 @@ struct elastic_core;
 // them: they live in lib/). Each is called with the pool's lock held, so it
 // must not call into the pool, except state() and the like, which take no lock.
 struct elastic_test_hooks {
+  // Consulted before each worker thread is created; returning true makes the
+  // creation fail as pthread_create does with EAGAIN.
+  std::function<bool()> fail_thread_start;
   // Between the tidying and the terminated states: where Java runs a
   // ThreadPoolExecutor's terminated() (lib/bounded_elastic.cpp,
   // terminate_locked).

@@ -8,7 +8,7 @@
 // node->queue == this exactly while it is linked here.
 #pragma once
 
-#include <weft/bounded_elastic.hpp>
+#include <weft/detail/job_node.hpp>
 
 #include <cassert>
 #include <cstddef>

@@ -748,9 +748,11 @@ TEST_CASE("a rejected submit leaves every worker's busy count as it was (reactor
 
 TEST_CASE("a worker thread that cannot be created loses no job (tokio#8406)") {
   std::atomic<bool> fail{false};
-  elastic_options o = small(4);
-  o.fail_thread_start = [&] { return fail.load(); };
+  const elastic_options o = small(4);
+  weft::detail::elastic_test_hooks hooks;
+  hooks.fail_thread_start = [&] { return fail.load(); };
   bounded_elastic pool(o);
+  weft::detail::elastic_set_test_hooks(pool, hooks);
   gate g;
   occupy(pool, g);
   fail = true;
@@ -765,6 +767,7 @@ TEST_CASE("a worker thread that cannot be created loses no job (tokio#8406)") {
 
   // With no worker at all, the submit fails and says why.
   bounded_elastic empty(o);
+  weft::detail::elastic_set_test_hooks(empty, hooks);
   std::string msg;
   try {
     empty.execute([] {});

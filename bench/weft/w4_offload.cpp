@@ -4,6 +4,10 @@
 //  (a) N sequential round trips from one task -> rt_p50_us, rt_p99_us
 //  (b) N offloads with at most 64 in flight (64 tasks pulling indices from
 //      one counter, so the pool never idles while work remains) -> offloads_per_s
+//  (b') the same as (b) on a second runtime whose pool may grow to 640 threads
+//      (the default cap of a 64-core machine) -> offloads_per_s_640, and
+//      pool_threads_640. It shows what a large cap costs each admission,
+//      which runs under the pool's lock.
 // Checks: every job ran on a pool thread (not a loop) and returned its index,
 // and every await resumed on a loop thread of the runtime: the completion is
 // queued on the loop that suspended, and (work stealing) an idle peer may
@@ -24,6 +28,7 @@ namespace {
 
 constexpr std::size_t default_offloads = 100'000;
 constexpr std::size_t max_in_flight = 64;  // BENCHMARKS.md (b)
+constexpr unsigned big_cap = 640;          // (b'): 10 x 64 cores, Reactor's default there
 constexpr std::uint64_t on_a_loop = ~std::uint64_t{0};
 
 // The blocking no-op: its index back, or a marker if it ran on a loop thread.
@@ -80,9 +85,25 @@ int main(int argc, char** argv) {
   rt.block_on(sequential(n, out));
   rt.block_on(concurrent(n, out));
   const auto pool = rt.blocking().stats();
+  const long rss_kb = bench::peak_rss_kb();  // before (b'), whose threads would add their stacks
+
+  figures wide;
+  weft::runtime_options big = o;
+  big.blocking.max_threads = big_cap;
+  weft::elastic_stats wide_pool;
+  {
+    weft::runtime rt640(big);
+    rt640.block_on(concurrent(n, wide));
+    wide_pool = rt640.blocking().stats();
+  }
+  out.bad += wide.bad;
   if (out.bad != 0) bench::fail("weft", "W4", std::to_string(out.bad) + " offloads returned a wrong result, ran on a loop or resumed off the loops");
   if (pool.completed != 2 * n) {
     bench::fail("weft", "W4", "the pool completed " + std::to_string(pool.completed) + " jobs, not " + std::to_string(2 * n));
+  }
+  if (wide_pool.completed != n) {
+    bench::fail("weft", "W4", "the 640-thread pool completed " + std::to_string(wide_pool.completed) + " jobs, not " +
+                                  std::to_string(n));
   }
   const double p50 = static_cast<double>(bench::percentile(out.round_trip_ns, 50.0)) / 1e3;
   const double p99 = static_cast<double>(bench::percentile(out.round_trip_ns, 99.0)) / 1e3;
@@ -90,8 +111,10 @@ int main(int argc, char** argv) {
       .num("rt_p50_us", p50)
       .num("rt_p99_us", p99)
       .num("offloads_per_s", static_cast<double>(n) * 1e9 / static_cast<double>(out.concurrent_ns))
-      .num("rss_kb", static_cast<double>(bench::peak_rss_kb()))
+      .num("offloads_per_s_640", static_cast<double>(n) * 1e9 / static_cast<double>(wide.concurrent_ns))
+      .num("rss_kb", static_cast<double>(rss_kb))
       .num("pool_threads", static_cast<double>(pool.largest_pool_size))
+      .num("pool_threads_640", static_cast<double>(wide_pool.largest_pool_size))
       .num("resumed_on_peer", static_cast<double>(out.moved))
       .print();
 }

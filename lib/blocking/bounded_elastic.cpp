@@ -1,9 +1,11 @@
 // lib/blocking/bounded_elastic.cpp — the bounded elastic pool: admission, workers, lifecycle.
 //
 // One mutex per pool guards the queues and figures (lib/blocking/elastic_core.hpp says
-// who may touch what). Each admission and each finished job takes it once, for
-// a few pointer moves; the expensive parts — running the job, delivering its
-// outcome, waking a sleeping worker — happen outside it. A worker that runs
+// who may touch what, and what a section under it costs). Each admission and
+// each finished job takes it once, for a few pointer moves and counters; the
+// expensive parts — running the job, delivering its outcome, waking a
+// sleeping worker, building a rejection's message — happen outside it.
+// Starting a thread is the exception: it happens under the lock. A worker that runs
 // out of work sleeps on its own futex (elastic_parker) at once. Waking one
 // costs a FUTEX_WAKE, and a burst of jobs handed to sleeping workers is woken
 // by a chain of the workers themselves, not by the submitter (pass_baton_locked).
@@ -18,6 +20,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -59,9 +62,15 @@ void report(const elastic_core& c, std::exception_ptr e) noexcept {
 }
 
 // Requires mu. Reached once: the last worker is gone and no new one may start.
+// The states follow ThreadPoolExecutor's tryTerminate: tidying, in which Java
+// runs its terminated() hook, then terminated. weft has no such hook (only
+// the test seam), so tidying lasts as long as that seam takes, as a Java
+// pool's does with the default empty terminated(): a state() poller may see
+// it or not, but never out of order (both stores are seq_cst, under mu).
 void terminate_locked(elastic_core& c) {
-  assert(c.live == 0 && c.queued == 0 && c.state.load() != pool_state::running);
+  assert(c.live == 0 && c.backlog.size() == 0 && c.state.load() != pool_state::running);
   c.state.store(pool_state::tidying);
+  if (c.hooks.on_tidying) c.hooks.on_tidying();
   c.state.store(pool_state::terminated);
   c.terminated_cv.notify_all();
 }
@@ -69,29 +78,49 @@ void terminate_locked(elastic_core& c) {
 // Requires mu. The next job for `w`: its own oldest, else the oldest of the
 // busiest worker (so nothing waits behind a long job while `w` could run it).
 job_node* take_locked(elastic_core& c, elastic_worker& w) {
-  elastic_worker* from = &w;
-  if (w.queue.empty()) {
-    from = nullptr;
-    for (auto& s : c.slots) {
-      if (s->live && !s->queue.empty() && (!from || s->queue.size() > from->queue.size())) from = s.get();
-    }
-    if (!from) return nullptr;
-  }
-  --c.queued;
-  return from->queue.pop_front();
+  elastic_queue* from = w.queue.empty() ? c.backlog.longest() : &w.queue;
+  return from ? c.backlog.pop(*from) : nullptr;  // null: every queue is empty
 }
 
-// Requires mu. Lists `w` as idle; it has just found every queue empty.
-void go_idle_locked(elastic_core& c, elastic_worker& w) {
+// Requires mu. Lists `w` as idle (on top of the stack); it has just found
+// every queue empty. Returns whether it is a surplus worker (above
+// core_threads), which ages out after ttl; start_idle_clock takes it from
+// there once mu is released.
+bool go_idle_locked(elastic_core& c, elastic_worker& w) {
+  assert(!w.idle && w.queue.empty());
   w.idle = true;
-  w.idle_since = elastic_parker::clock::now();
-  c.idle.push_back(&w);
+  c.idle.push(&w);
+  return c.live > c.opt.core_threads;
 }
 
+// Called by `w` itself, without mu, after go_idle_locked: starts its ttl at
+// `since` and returns when it may stop waiting. idle_since is the worker's
+// own: only its thread writes or reads it, so it needs no lock.
+elastic_parker::clock::time_point start_idle_clock(const elastic_core& c, elastic_worker& w, bool surplus,
+                                                   elastic_parker::clock::time_point since) {
+  w.idle_since = since;
+  return surplus ? saturating_add(since, c.opt.ttl) : elastic_parker::clock::time_point::max();
+}
+
+// Requires mu. Takes `w` off the idle stack, wherever it is on it.
 void leave_idle_locked(elastic_core& c, elastic_worker& w) {
   if (!w.idle) return;
   w.idle = false;
-  c.idle.erase(std::find(c.idle.begin(), c.idle.end(), &w));
+  c.idle.erase(&w);
+}
+
+// Requires mu. Lists the slot of `w`, which has no thread, as free.
+void free_slot_locked(elastic_core& c, elastic_worker& w) noexcept {
+  c.free_slots.push_back(w.queue.slot);  // within capacity: reserved when the slot was made
+  std::push_heap(c.free_slots.begin(), c.free_slots.end(), std::greater<>());
+}
+
+// Requires mu. The idle workers, for a shutdown to unpark once mu is released.
+std::vector<elastic_worker*> idle_workers_locked(const elastic_core& c) {
+  std::vector<elastic_worker*> all;
+  all.reserve(c.idle.size());
+  c.idle.for_each([&](elastic_worker* w) { all.push_back(w); });
+  return all;
 }
 
 // Requires mu. When an idle `w` may stop waiting and exit: surplus workers
@@ -99,6 +128,26 @@ void leave_idle_locked(elastic_core& c, elastic_worker& w) {
 elastic_parker::clock::time_point idle_deadline_locked(const elastic_core& c, const elastic_worker& w) {
   return c.live > c.opt.core_threads ? saturating_add(w.idle_since, c.opt.ttl)
                                      : elastic_parker::clock::time_point::max();
+}
+
+// Requires mu. Queues `w`, just handed a job while asleep, for the wake
+// chain (below) to unpark.
+void pend_locked(elastic_core& c, elastic_worker& w) {
+  assert(!w.pending && !w.idle);
+  w.pending = true;
+  w.wake_next = nullptr;
+  w.wake_prev = c.wake_pending_tail;
+  (c.wake_pending_tail ? c.wake_pending_tail->wake_next : c.wake_pending_head) = &w;
+  c.wake_pending_tail = &w;
+}
+
+// Requires mu. Takes `w` out of the wake chain's queue, wherever it is.
+void unpend_locked(elastic_core& c, elastic_worker& w) {
+  if (!w.pending) return;
+  w.pending = false;
+  (w.wake_prev ? w.wake_prev->wake_next : c.wake_pending_head) = w.wake_next;
+  (w.wake_next ? w.wake_next->wake_prev : c.wake_pending_tail) = w.wake_prev;
+  w.wake_prev = w.wake_next = nullptr;
 }
 
 // Requires mu. The wake chain: a submitter that hands jobs to several idle
@@ -122,8 +171,7 @@ elastic_worker* pass_baton_locked(elastic_core& c, elastic_worker& w) {
   --c.batons;
   elastic_worker* next = c.wake_pending_head;
   if (!next) return nullptr;
-  c.wake_pending_head = std::exchange(next->wake_next, nullptr);
-  if (!c.wake_pending_head) c.wake_pending_tail = nullptr;
+  unpend_locked(c, *next);
   next->baton = true;
   ++c.batons;
   assert(!c.wake_pending_head || c.batons > 0);
@@ -141,6 +189,14 @@ bool should_leave_locked(const elastic_core& c, const elastic_worker& w) {
 // whether `w` leaves the pool, having left it if so: still listed idle means
 // nobody handed it a job (spurious wake, ttl, shutdown).
 bool woke_to_leave_locked(elastic_core& c, elastic_worker& w, std::unique_lock<brief_spin_mutex>& lk) {
+  // Still queued for the chain means it woke on its own: its idle ttl ran
+  // out before the chain reached it. It is awake and will look at its queue,
+  // so it leaves the chain's queue now. Left there, it could go idle, be
+  // handed another job and be queued a second time (a cycle that lost the
+  // workers after it: parked with a job, never woken, and a shutdown that
+  // never ended), or be handed the baton while running a long job, stalling
+  // every wake behind it.
+  unpend_locked(c, w);
   if (elastic_worker* next = pass_baton_locked(c, w)) {
     lk.unlock();
     next->parker.unpark();
@@ -166,13 +222,15 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
     // withdrawn or taken by another worker), or is draining at shutdown.
     job_node* n = w.idle ? nullptr : take_locked(c, w);
     if (!n) {
-      if (!w.idle) {
+      const bool fresh = !w.idle;  // else still idle from before: its ttl runs on
+      bool surplus = false;
+      if (fresh) {
         if (c.state.load() != pool_state::running) break;  // shut down and nothing left to take
-        go_idle_locked(c, w);
+        surplus = go_idle_locked(c, w);
       }
-      const auto deadline = idle_deadline_locked(c, w);
+      const auto kept = fresh ? elastic_parker::clock::time_point{} : idle_deadline_locked(c, w);
       lk.unlock();
-      w.parker.park_until(deadline);
+      w.parker.park_until(fresh ? start_idle_clock(c, w, surplus, elastic_parker::clock::now()) : kept);
       lk.lock();
       if (woke_to_leave_locked(c, w, lk)) break;
       continue;
@@ -183,10 +241,18 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
     // worker idle when there is none.
     ++c.active;
     lk.unlock();
-    bool went_idle = false;
-    auto deadline = elastic_parker::clock::time_point::max();
+    bool went_idle = false, surplus = false;
+    elastic_parker::clock::time_point finished;
     while (n) {
       n->ops->run(n, stop);
+      // When this worker goes idle, if it finds nothing next. Read before
+      // taking mu rather than under it, as it once was: that section (one
+      // per job) is where W4b queues. W4b, 21 runs each: 3.97M offloads/s
+      // read under mu, 4.24M read here, and 3.88M read after letting go of
+      // mu and only when going idle. Fewer clock reads but slower: probably
+      // the finishing worker then reaches mu sooner and contends more with
+      // the loops' admissions.
+      finished = elastic_parker::clock::now();
       lk.lock();
       --c.active;
       ++c.completed;
@@ -196,9 +262,8 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
       } else if (c.state.load() == pool_state::running) {
         // Idle before the outcome is delivered, so a caller that has seen the
         // result also sees this worker available and the figures updated.
-        go_idle_locked(c, w);
+        surplus = go_idle_locked(c, w);
         went_idle = true;
-        deadline = idle_deadline_locked(c, w);
       }
       lk.unlock();
       if (std::exception_ptr e = n->ops->finish(n)) report(c, e);
@@ -210,12 +275,14 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
     // quiet VM, where waking a halted vCPU costs tens of microseconds, the
     // short poll took W4 from p50 89 us to 1.1 us. A job handed to us
     // meanwhile has already unparked us: park returns at once.
-    if (went_idle) w.parker.park_until(deadline);
+    if (went_idle) w.parker.park_until(start_idle_clock(c, w, surplus, finished));
     lk.lock();
     if (woke_to_leave_locked(c, w, lk)) break;
   }
   // Leaving, with mu held: the last touch of the core by this thread.
+  c.backlog.close(w.queue);
   w.live = false;
+  free_slot_locked(c, w);
   --c.live;
   if (c.live == 0 && c.state.load() != pool_state::running) terminate_locked(c);
 }
@@ -223,21 +290,22 @@ void worker_main(elastic_core* pc, elastic_worker* pw) noexcept {
 // Requires mu. Starts a worker thread (its queue empty), or returns
 // null (and says why) if the thread cannot be created.
 elastic_worker* start_worker_locked(elastic_core& c, std::string& error) {
-  if (c.opt.fail_thread_start && c.opt.fail_thread_start()) {
+  if (c.hooks.fail_thread_start && c.hooks.fail_thread_start()) {
     error = std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again)).what();
     return nullptr;
   }
   elastic_worker* w = nullptr;
-  for (auto& s : c.slots) {
-    if (!s->live) {
-      w = s.get();
-      break;
-    }
-  }
-  if (!w) {
+  if (!c.free_slots.empty()) {
+    std::pop_heap(c.free_slots.begin(), c.free_slots.end(), std::greater<>());
+    w = c.slots[c.free_slots.back()].get();
+    c.free_slots.pop_back();
+  } else {
     c.slots.push_back(std::make_unique<elastic_worker>());
     w = c.slots.back().get();
     w->pool = &c;
+    c.backlog.add_slot(w->queue);
+    c.free_slots.reserve(c.slots.size());  // so that freeing a slot never allocates,
+    c.idle.reserve(c.slots.size());        // nor going idle
   }
   // A previous thread of this slot has left (live == false was its last
   // act under mu); joining it waits only for its return.
@@ -247,31 +315,35 @@ elastic_worker* start_worker_locked(elastic_core& c, std::string& error) {
     w->thread = std::thread(worker_main, &c, w);
   } catch (const std::system_error& e) {
     error = e.what();
+    free_slot_locked(c, *w);
     return nullptr;
   }
   ++c.thread_seq;
   w->live = true;
+  c.backlog.open(w->queue);  // the new thread waits for mu, so it finds the slot complete
   ++c.live;
   c.largest = std::max(c.largest, c.live);
   return w;
 }
 
-// Requires mu. The busy worker with the fewest queued jobs that has room, or null.
-elastic_worker* least_busy_locked(elastic_core& c) {
-  elastic_worker* best = nullptr;
-  for (auto& s : c.slots) {
-    if (s->live && s->queue.size() < c.opt.max_queued_per_thread &&
-        (!best || s->queue.size() < best->queue.size()))
-      best = s.get();
-  }
-  return best;
+// Requires mu. The queue of the busy worker with the fewest queued jobs, if
+// it has room; null otherwise (every queue is full, or no worker is live).
+elastic_queue* least_busy_locked(elastic_core& c) {
+  elastic_queue* q = c.backlog.shortest();
+  return q && q->size() < c.opt.max_queued_per_thread ? q : nullptr;
 }
 
 }  // namespace
 
 elastic_core::elastic_core(elastic_options o) : opt((validate(o), std::move(o))) {
   slots.reserve(opt.max_threads < 1024 ? opt.max_threads : 1024);
-  idle.reserve(slots.capacity());
+  backlog.keep_age_order(opt.on_reject == rejection_policy::discard_oldest);
+}
+
+void elastic_set_test_hooks(bounded_elastic& pool, elastic_test_hooks hooks) {
+  elastic_core& c = elastic_access::core(pool);
+  std::lock_guard lk(c.mu);
+  c.hooks = std::move(hooks);
 }
 
 admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
@@ -279,9 +351,12 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
   std::unique_lock lk(c.mu);
   // `submitted` counts a job once the pool has accepted it (queued or handed
   // to a worker); a refusal counts in `rejected` only (elastic_stats).
+  // The messages of the exceptions below are built after letting go of mu
+  // (opt is const, so reading it needs no lock).
   if (c.state.load() != pool_state::running) {
     ++c.rejected;
     if (c.opt.on_reject == rejection_policy::abort) {
+      lk.unlock();
       throw rejected_execution("weft: bounded elastic scheduler '" + c.opt.name +
                                "' is shut down and takes no new jobs");
     }
@@ -290,18 +365,17 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
   }
 
   elastic_worker* w = nullptr;
+  elastic_queue* q = nullptr;
   bool unpark = false;
   std::string start_error;
-  if (!c.idle.empty()) {
-    w = c.idle.back();
-    c.idle.pop_back();
-    w->idle = false;
+  if (elastic_worker* top = c.idle.top()) {
+    w = top;
+    leave_idle_locked(c, *w);
     // The wake chain (see pass_baton_locked): if a woken worker is still to
     // pass the baton on, it will wake this one too, so the submitter (often a
     // loop thread) makes no system call. Otherwise this wake starts a chain.
     if (c.batons > 0) {
-      (c.wake_pending_tail ? c.wake_pending_tail->wake_next : c.wake_pending_head) = w;
-      c.wake_pending_tail = w;
+      pend_locked(c, *w);
     } else {
       w->baton = true;
       ++c.batons;
@@ -310,13 +384,14 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
   } else if (c.live < c.opt.max_threads) {
     w = start_worker_locked(c, start_error);  // null: fall back to an existing worker
   }
-  if (!w) w = least_busy_locked(c);
+  q = w ? &w->queue : least_busy_locked(c);
 
-  if (!w) {
+  if (!q) {
     if (c.live == 0) {
       // Only reachable when starting the first thread failed: there is no
       // worker to give the job to and none may ever come, so say why.
       ++c.rejected;
+      lk.unlock();
       throw rejected_execution("weft: bounded elastic scheduler '" + c.opt.name +
                                "' could not start a worker thread (" + start_error +
                                ") and has no running worker to take the job");
@@ -324,6 +399,7 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
     ++c.rejected;
     switch (c.opt.on_reject) {
       case rejection_policy::abort:
+        lk.unlock();
         throw rejected_execution("Task capacity of bounded elastic scheduler reached while scheduling 1 tasks (" +
                                  std::to_string(c.opt.max_queued_per_thread + 1) + "/" +
                                  std::to_string(c.opt.max_queued_per_thread) + ")");
@@ -333,16 +409,17 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
         *why = discarded_msg;
         return admitted::discarded;
       case rejection_policy::discard_oldest: {
-        // Every queue is full: make room in the first one. The count of
-        // rejected stays one per job given up: the evicted one, not `n`.
-        for (auto& s : c.slots) {
-          if (s->live) {
-            w = s.get();
-            break;
-          }
-        }
-        job_node* evicted = w->queue.pop_front();
-        w->queue.push_back(n);
+        // Every queue is full. Java's DiscardOldestPolicy drops the head of
+        // its one queue, the job that has waited longest; with a queue per
+        // worker that is the oldest queued job of the whole pool, wherever
+        // it waits (the backlog keeps the order of admission for this
+        // policy). The new job takes its room: the back of that worker's
+        // queue. The count of rejected stays one per job given up: the
+        // evicted one, not `n`.
+        job_node* evicted = c.backlog.oldest();
+        elastic_queue& room = *static_cast<elastic_queue*>(evicted->queue);
+        c.backlog.unlink(evicted);
+        c.backlog.push(room, n);
         ++c.submitted;  // the new job is accepted; the evicted one was counted when it was
         lk.unlock();
         evicted->ops->drop(evicted, evicted_msg);
@@ -351,8 +428,7 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
     }
   }
 
-  w->queue.push_back(n);
-  ++c.queued;
+  c.backlog.push(*q, n);
   ++c.submitted;
   lk.unlock();
   // Worker objects outlive their threads (see elastic_core.hpp), so this is
@@ -364,13 +440,59 @@ admitted elastic_admit(elastic_core* pc, job_node* n, const char** why) {
 bool elastic_withdraw(elastic_core* c, job_node* n) noexcept {
   std::lock_guard lk(c->mu);
   if (!n->queue) return false;
-  static_cast<elastic_queue*>(n->queue)->unlink(n);
-  --c->queued;
+  c->backlog.unlink(n);
   ++c->withdrawn;  // never ran: not completed
   return true;
 }
 
 std::stop_token elastic_stop_token(elastic_core* c) noexcept { return c->stop.get_token(); }
+
+std::string elastic_audit(const elastic_core& c) {
+  std::lock_guard lk(c.mu);
+  std::size_t live = 0, idle = 0, queued = 0;
+  for (std::size_t i = 0; i < c.slots.size(); ++i) {
+    const elastic_worker& w = *c.slots[i];
+    if (w.live) ++live;
+    if (w.idle) ++idle;
+    queued += w.queue.size();
+    if (w.queue.slot != i) return "a queue knows its slot";
+    if (w.live != w.queue.open) return "a queue is open exactly while its worker is live (B1)";
+    if (!w.live && (w.idle || !w.queue.empty())) return "a slot with no thread is neither idle nor holds jobs";
+    if (w.idle && !w.queue.empty()) return "an idle worker's queue is empty";
+  }
+  if (live != c.live) return "live counts the slots with a thread";
+  if (c.largest < c.live || c.live > c.opt.max_threads) return "live <= largest and live <= max_threads";
+  if (queued != c.backlog.size()) return "the backlog's size is the sum of the queues' lengths (B3)";
+
+  if (!c.idle.consistent()) return "the idle stack's positions agree (S1-S3)";
+  std::size_t stacked = 0;
+  bool all_idle = true;
+  c.idle.for_each([&](const elastic_worker* w) {
+    ++stacked;
+    all_idle = all_idle && w->idle;
+  });
+  if (!all_idle || stacked != idle) return "the idle stack holds exactly the workers marked idle";
+
+  if (c.free_slots.size() != c.slots.size() - live) return "every slot without a thread is free";
+  if (!std::is_heap(c.free_slots.begin(), c.free_slots.end(), std::greater<>())) return "free_slots is a min-heap";
+  for (std::uint32_t f : c.free_slots) {
+    if (f >= c.slots.size() || c.slots[f]->live) return "a free slot has no thread";
+  }
+  if (!c.backlog.index_consistent()) return "the backlog's index agrees with its queues (B2, T1)";
+  if (!c.backlog.age_order_consistent()) return "the backlog's age order holds every queued job once (B4)";
+
+  std::size_t pending = 0;
+  for (const elastic_worker* w = c.wake_pending_head; w; w = w->wake_next) {
+    if (!w->pending || !w->live || w->idle) return "a worker waiting for the wake chain is marked so, live, not idle";
+    if ((w->wake_prev ? w->wake_prev->wake_next : c.wake_pending_head) != w) return "the chain queue's links agree";
+    if (!w->wake_next && c.wake_pending_tail != w) return "wake_pending_tail is the chain queue's last";
+    if (++pending > c.slots.size()) return "the wake chain's queue has no cycle";
+  }
+  for (const auto& s : c.slots) pending -= s->pending ? 1 : 0;
+  if (pending != 0) return "every worker marked pending is in the chain's queue";
+  if (c.wake_pending_head && c.batons == 0) return "a pending wake has a baton to bring it";
+  return {};
+}
 
 void elastic_retain(elastic_core* c) noexcept {
   // relaxed: a new reference is taken only by a party that reaches the core
@@ -430,7 +552,7 @@ void bounded_elastic::shutdown() {
     std::lock_guard lk(core_->mu);
     if (core_->state.load() != pool_state::running) return;
     core_->state.store(pool_state::shutdown);
-    sleepers = core_->idle;
+    sleepers = detail::idle_workers_locked(*core_);
     if (core_->live == 0) detail::terminate_locked(*core_);
   }
   for (auto* w : sleepers) w->parker.unpark();
@@ -443,13 +565,12 @@ std::vector<job> bounded_elastic::shutdown_now() {
     std::lock_guard lk(core_->mu);
     const pool_state s = core_->state.load();
     if (s == pool_state::running || s == pool_state::shutdown) core_->state.store(pool_state::stop);
-    unrun.reserve(core_->queued);
+    unrun.reserve(core_->backlog.size());
     for (auto& w : core_->slots) {
-      while (detail::job_node* n = w->queue.pop_front()) unrun.emplace_back(n);
+      while (detail::job_node* n = core_->backlog.pop(w->queue)) unrun.emplace_back(n);
     }
     core_->returned += unrun.size();  // accepted, handed back unrun: not rejected
-    core_->queued = 0;
-    sleepers = core_->idle;
+    sleepers = detail::idle_workers_locked(*core_);
     if (core_->live == 0 && core_->state.load() == pool_state::stop) detail::terminate_locked(*core_);
   }
   // Outside the lock: stop callbacks are user code.
@@ -484,7 +605,7 @@ elastic_stats bounded_elastic::stats() const {
   s.active = c.active;
   s.idle = c.idle.size();
   s.largest_pool_size = c.largest;
-  s.queued = c.queued;
+  s.queued = c.backlog.size();
   s.submitted = c.submitted;
   s.completed = c.completed;
   s.rejected = c.rejected;

@@ -2,14 +2,17 @@
 //
 // Intrusive and doubly linked so that queueing allocates nothing and a
 // cancelled awaiter's job can be unlinked from the middle in O(1). Every
-// operation runs under the pool's mutex. Invariant: a node is in at most one
-// queue, and node->queue == this exactly while it is linked here.
+// operation runs under the pool's mutex, and changes go through
+// elastic_backlog, which keeps the pool's figures and its index of queue
+// lengths in step. Invariant: a node is in at most one queue, and
+// node->queue == this exactly while it is linked here.
 #pragma once
 
-#include <weft/bounded_elastic.hpp>
+#include <weft/detail/job_node.hpp>
 
 #include <cassert>
 #include <cstddef>
+#include <cstdint>
 
 namespace weft::detail {
 
@@ -43,6 +46,9 @@ class elastic_queue {
     n->queue = nullptr;
     --size_;
   }
+
+  std::uint32_t slot = 0;  // its worker's slot number (elastic_backlog)
+  bool open = false;       // its worker is live: it may be handed jobs
 
  private:
   job_node* head_ = nullptr;

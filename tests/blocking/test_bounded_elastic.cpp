@@ -3,22 +3,32 @@
 // coroutine side, run()/offload() on a runtime, is in test_offload.cpp.)
 //
 // Jobs block on gates the test opens, so every ordering below is forced, not
-// hoped for; timed waits are upper bounds that only catch a hang.
+// hoped for; timed waits are upper bounds that only catch a hang. The pool's
+// private structures (lib/blocking/load_tree.hpp, lib/blocking/elastic_backlog.hpp,
+// lib/blocking/idle_stack.hpp, and all of the core through elastic_audit) are checked
+// here too: against a scan or a plain model, and under concurrent stress
+// (run these under TSan).
 #include <weft/bounded_elastic.hpp>
 
 #include <doctest/doctest.h>
 
 #include "counted.hpp"
+#include "blocking/elastic_core.hpp"
+#include "blocking/elastic_backlog.hpp"
+#include "blocking/idle_stack.hpp"
+#include "blocking/load_tree.hpp"
 
 #include <pthread.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <latch>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -444,6 +454,102 @@ TEST_CASE("discard_oldest evicts the oldest queued job, whose future gets reject
   check_consistent(s, 1);
 }
 
+TEST_CASE("discard_oldest evicts the job that has waited longest in any worker's queue") {
+  // Two workers, queues of two. Java's DiscardOldestPolicy drops the head of
+  // its one queue; here the oldest job may wait at either worker, and it is
+  // the one dropped, not the head of the first worker's queue.
+  bounded_elastic pool(small(2, 2, rejection_policy::discard_oldest));
+  gate a, b, c;
+  occupy(pool, a);  // the first worker
+  occupy(pool, b);  // no idle worker, room for a thread: the second
+  std::mutex mu;
+  std::vector<int> started;
+  auto job = [&](int i) {
+    return [&, i, w = c.waiter()] {
+      {
+        std::lock_guard lk(mu);
+        started.push_back(i);
+      }
+      w();
+    };
+  };
+  auto started_count = [&] {
+    std::lock_guard lk(mu);
+    return started.size();
+  };
+  std::vector<std::future<void>> f(7);
+  for (int i = 1; i <= 4; ++i) f[i] = pool.submit(job(i));  // two at each worker
+  a.open();  // the first worker runs the oldest of its own, and blocks on c
+  REQUIRE(eventually([&] { return started_count() == 1; }));
+  f[5] = pool.submit(job(5));  // to the shorter queue: every queue is full again
+  CHECK(pool.stats().queued == 4);
+  int oldest_waiting = 0;  // the earliest submitted of those still queued
+  for (int i = 1; i <= 5 && oldest_waiting == 0; ++i) {
+    std::lock_guard lk(mu);
+    if (std::find(started.begin(), started.end(), i) == started.end()) oldest_waiting = i;
+  }
+  CHECK(oldest_waiting == 2);  // job 1 ran at the first worker; job 2 waits at the second
+  f[6] = pool.submit(job(6));
+  REQUIRE(f[oldest_waiting].wait_for(hang_limit) == std::future_status::ready);
+  CHECK(what_of<weft::rejected_execution>(f[oldest_waiting]).find("discard_oldest") != std::string::npos);
+  c.open();
+  b.open();
+  for (int i = 1; i <= 6; ++i) {
+    if (i != oldest_waiting) REQUIRE(ready(f[i]));
+  }
+  pool.shutdown();
+  REQUIRE(pool.await_termination(hang_limit));
+  std::sort(started.begin(), started.end());
+  CHECK(started == std::vector<int>{1, 3, 4, 5, 6});
+  const auto s = pool.stats();
+  CHECK(s.rejected == 1);
+  check_consistent(s, 1);
+}
+
+TEST_CASE("the run states follow ThreadPoolExecutor's: running, shutdown or stop, tidying, terminated") {
+  for (const bool now : {false, true}) {
+    CAPTURE(now);
+    std::vector<pool_state> in_hook, polled;
+    bool terminated_in_hook = true;
+    std::atomic<bool> done{false};
+    bounded_elastic pool(small(2));
+    weft::detail::elastic_test_hooks hooks;
+    // Where Java runs terminated(): the pool is tidying, not yet terminated.
+    hooks.on_tidying = [&] {
+      in_hook.push_back(pool.state());
+      terminated_in_hook = pool.is_terminated();
+    };
+    weft::detail::elastic_set_test_hooks(pool, std::move(hooks));
+    // A poller records each state it sees change to: never one out of order.
+    std::thread poller([&] {
+      pool_state last = pool.state();
+      polled.push_back(last);
+      while (!done.load()) {
+        if (const pool_state s = pool.state(); s != last) polled.push_back(last = s);
+        std::this_thread::yield();
+      }
+      if (const pool_state s = pool.state(); s != last) polled.push_back(s);
+    });
+    gate g;
+    occupy(pool, g);
+    if (now) {
+      CHECK(pool.shutdown_now().empty());
+    } else {
+      pool.shutdown();
+    }
+    CHECK(pool.state() == (now ? pool_state::stop : pool_state::shutdown));
+    g.open();
+    REQUIRE(pool.await_termination(hang_limit));
+    done = true;
+    poller.join();
+    CHECK(in_hook == std::vector<pool_state>{pool_state::tidying});
+    CHECK_FALSE(terminated_in_hook);
+    CHECK(std::is_sorted(polled.begin(), polled.end()));
+    CHECK(polled.front() == pool_state::running);
+    CHECK(polled.back() == pool_state::terminated);
+  }
+}
+
 TEST_CASE("after shutdown new work follows the policy with a message that says so") {
   bounded_elastic aborting(small(2));
   aborting.shutdown();
@@ -642,9 +748,11 @@ TEST_CASE("a rejected submit leaves every worker's busy count as it was (reactor
 
 TEST_CASE("a worker thread that cannot be created loses no job (tokio#8406)") {
   std::atomic<bool> fail{false};
-  elastic_options o = small(4);
-  o.fail_thread_start = [&] { return fail.load(); };
+  const elastic_options o = small(4);
+  weft::detail::elastic_test_hooks hooks;
+  hooks.fail_thread_start = [&] { return fail.load(); };
   bounded_elastic pool(o);
+  weft::detail::elastic_set_test_hooks(pool, hooks);
   gate g;
   occupy(pool, g);
   fail = true;
@@ -659,6 +767,7 @@ TEST_CASE("a worker thread that cannot be created loses no job (tokio#8406)") {
 
   // With no worker at all, the submit fails and says why.
   bounded_elastic empty(o);
+  weft::detail::elastic_set_test_hooks(empty, hooks);
   std::string msg;
   try {
     empty.execute([] {});
@@ -727,3 +836,360 @@ TEST_CASE("the default queue bound shows: a worker takes 100,000 queued jobs and
   CHECK(pool.await_termination(hang_limit));
   CHECK(ran == 100'000);
 }
+
+// ---- the structures behind admission ----------------------------------------
+
+TEST_SUITE("load_tree") {
+
+TEST_CASE("least and most are the lowest slot of equals and follow every change") {
+  using weft::detail::load_tree;
+  load_tree t;
+  CHECK(t.least() == load_tree::none);
+  CHECK(t.most() == load_tree::none);
+  t.reserve(5);
+  for (std::uint32_t s = 0; s < 5; ++s) t.set(s, 0);
+  CHECK(t.least() == 0);
+  CHECK(t.most() == load_tree::none);  // nothing to take from: every load is 0
+  t.set(3, 2);
+  t.set(1, 2);
+  CHECK(t.most() == 1);   // 1 and 3 tie at 2: the lower slot
+  CHECK(t.least() == 0);  // 0, 2 and 4 tie at 0
+  t.set(0, 1);
+  t.set(2, 1);
+  t.set(4, 1);
+  CHECK(t.least() == 0);
+  t.erase(0);
+  CHECK(t.least() == 2);
+  t.set(3, 3);
+  CHECK(t.most() == 3);
+  t.set(3, 0);
+  CHECK(t.least() == 3);
+  CHECK(t.most() == 1);
+  CHECK(t.consistent());
+}
+
+TEST_CASE("load_tree agrees with a scan in slot order over 200,000 random changes, across growth") {
+  using weft::detail::load_tree;
+  load_tree t;
+  std::vector<std::int64_t> model;  // -1: not in the set
+  std::mt19937 rng(7);
+  int mismatches = 0;
+  for (int step = 0; step < 200'000 && mismatches < 5; ++step) {
+    if (model.size() < 70 && rng() % 500 == 0) {  // a new slot, now and then past a power of two
+      model.push_back(-1);
+      t.reserve(model.size());
+    }
+    if (model.empty()) continue;
+    const auto s = static_cast<std::uint32_t>(rng() % model.size());
+    const unsigned op = rng() % 16;
+    if (op == 0) {
+      t.erase(s);
+      model[s] = -1;
+    } else {
+      const std::int64_t load = op < 9 ? model[s] + 1 : std::max<std::int64_t>(0, model[s] - 1);
+      t.set(s, static_cast<std::size_t>(load));
+      model[s] = load;
+    }
+    std::uint32_t least = load_tree::none, most = load_tree::none;
+    for (std::uint32_t i = 0; i < model.size(); ++i) {
+      if (model[i] < 0) continue;
+      if (least == load_tree::none || model[i] < model[least]) least = i;
+      if (model[i] > 0 && (most == load_tree::none || model[i] > model[most])) most = i;
+    }
+    if (t.least() != least || t.most() != most) {
+      ++mismatches;
+      FAIL_CHECK("step " << step << ": least " << t.least() << " (scan " << least << "), most " << t.most()
+                         << " (scan " << most << ")");
+    }
+  }
+  CHECK(t.consistent());
+}
+
+}  // TEST_SUITE
+
+namespace {
+
+struct idler {
+  std::uint32_t idle_pos = 0;
+  int id = 0;
+};
+
+std::vector<int> ids_of(const weft::detail::idle_stack<idler>& s) {
+  std::vector<int> out;
+  s.for_each([&](const idler* e) { out.push_back(e->id); });
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("idle_stack") {
+
+TEST_CASE("the top is the most recently pushed; erasing from the middle keeps the order of the rest") {
+  weft::detail::idle_stack<idler> s;
+  idler e[6];
+  for (int i = 0; i < 6; ++i) {
+    e[i].id = i;
+    s.push(&e[i]);
+  }
+  CHECK(s.top() == &e[5]);
+  s.erase(&e[2]);  // a hole
+  s.erase(&e[0]);
+  CHECK(s.size() == 4);
+  CHECK(ids_of(s) == std::vector<int>{1, 3, 4, 5});
+  CHECK(s.consistent());
+  s.erase(&e[5]);  // the top: trailing holes go with it
+  CHECK(s.top() == &e[4]);
+  s.erase(&e[4]);
+  s.erase(&e[3]);  // holes now outnumber the rest: compacted
+  CHECK(s.top() == &e[1]);
+  CHECK(s.consistent());
+  s.push(&e[2]);
+  CHECK(ids_of(s) == std::vector<int>{1, 2});
+  s.erase(&e[1]);
+  s.erase(&e[2]);
+  CHECK(s.top() == nullptr);
+  CHECK(s.size() == 0);
+  CHECK(s.consistent());
+}
+
+TEST_CASE("idle_stack agrees with a plain vector over 100,000 random pushes, pops and erasures") {
+  constexpr int n = 16;
+  weft::detail::idle_stack<idler> s;
+  s.reserve(n);
+  idler e[n];
+  std::vector<idler*> model;  // bottom first
+  std::mt19937 rng(3);
+  int mismatches = 0;
+  for (int i = 0; i < n; ++i) e[i].id = i;
+  for (int step = 0; step < 100'000 && mismatches < 5; ++step) {
+    idler* x = &e[rng() % n];
+    const bool in = std::find(model.begin(), model.end(), x) != model.end();
+    if (!in) {
+      s.push(x);
+      model.push_back(x);
+    } else if (rng() % 2 == 0 && s.top()) {  // admission: the top
+      idler* t = s.top();
+      s.erase(t);
+      model.pop_back();
+    } else {  // ttl or shutdown: anywhere
+      s.erase(x);
+      model.erase(std::find(model.begin(), model.end(), x));
+    }
+    std::vector<int> want;
+    for (idler* m : model) want.push_back(m->id);
+    if (ids_of(s) != want || s.top() != (model.empty() ? nullptr : model.back()) || !s.consistent()) {
+      ++mismatches;
+      FAIL_CHECK("step " << step << ": the stack differs from the model");
+    }
+  }
+}
+
+}  // TEST_SUITE
+
+TEST_SUITE("bounded_elastic") {
+
+TEST_CASE("the backlog's index and its scan pick the same queues, before and after the switch") {
+  // Two backlogs over the same queue lengths: one indexed from the start,
+  // one that scans until its default threshold and then builds its index.
+  using weft::detail::elastic_backlog;
+  using weft::detail::elastic_queue;
+  using weft::detail::job_node;
+  elastic_backlog indexed, scanning;
+  indexed.index_from(0);
+  constexpr std::size_t slots = elastic_backlog::default_index_from + 8;
+  std::vector<std::unique_ptr<elastic_queue>> qa, qb;
+  std::vector<std::vector<std::unique_ptr<job_node>>> nodes_a(slots), nodes_b(slots);
+  std::mt19937 rng(11);
+  int mismatches = 0;
+  auto same = [&](elastic_queue* a, elastic_queue* b) {
+    return a == nullptr ? b == nullptr : b != nullptr && a->slot == b->slot;
+  };
+  for (int step = 0; step < 100'000 && mismatches < 5; ++step) {
+    if (qa.size() < slots && (qa.empty() || rng() % 300 == 0)) {
+      for (auto* q : {&qa, &qb}) q->push_back(std::make_unique<elastic_queue>());
+      indexed.add_slot(*qa.back());
+      scanning.add_slot(*qb.back());
+    }
+    const auto s = rng() % qa.size();
+    elastic_queue& a = *qa[s];
+    elastic_queue& b = *qb[s];
+    const unsigned op = rng() % 16;
+    if (!a.open) {
+      indexed.open(a);
+      scanning.open(b);
+    } else if (op == 0 && a.empty()) {
+      indexed.close(a);
+      scanning.close(b);
+    } else if (op < 8 || a.empty()) {
+      nodes_a[s].push_back(std::make_unique<job_node>());
+      nodes_b[s].push_back(std::make_unique<job_node>());
+      indexed.push(a, nodes_a[s].back().get());
+      scanning.push(b, nodes_b[s].back().get());
+    } else if (op < 12) {
+      CHECK(indexed.pop(a) != nullptr);
+      CHECK(scanning.pop(b) != nullptr);
+    } else {  // a withdrawal from the middle
+      std::vector<job_node*> queued_a, queued_b;
+      for (std::size_t k = 0; k < nodes_a[s].size(); ++k) {
+        if (nodes_a[s][k]->queue) {
+          queued_a.push_back(nodes_a[s][k].get());
+          queued_b.push_back(nodes_b[s][k].get());
+        }
+      }
+      const auto k = rng() % queued_a.size();
+      indexed.unlink(queued_a[k]);
+      scanning.unlink(queued_b[k]);
+    }
+    if (!same(indexed.shortest(), scanning.shortest()) || !same(indexed.longest(), scanning.longest())) {
+      ++mismatches;
+      FAIL_CHECK("step " << step << ": the index and the scan disagree");
+    }
+    if (!indexed.index_consistent() || !scanning.index_consistent()) {
+      ++mismatches;
+      FAIL_CHECK("step " << step << ": an index disagrees with its queues");
+    }
+  }
+  CHECK(indexed.size() == scanning.size());
+  CHECK(scanning.indexed());  // it passed its threshold on the way
+}
+
+}  // TEST_SUITE
+
+namespace {
+
+// A job node the test owns outright: the pool runs, finishes, drops or gives
+// back one, and each of those ends it exactly once. Its memory outlives the
+// pool, so withdrawing it races only the pool, never its freeing.
+struct probe_node : weft::detail::job_node {
+  std::atomic<int> ends{0};
+  std::atomic<bool> ran{false};
+  std::atomic<bool> evicted{false};
+  std::chrono::microseconds work{0};
+
+  probe_node() { ops = &table; }
+  static void run(job_node* n, std::stop_token) noexcept {
+    auto* self = static_cast<probe_node*>(n);
+    const auto until = std::chrono::steady_clock::now() + self->work;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    self->ran = true;
+  }
+  static std::exception_ptr finish(job_node* n) noexcept {
+    ++static_cast<probe_node*>(n)->ends;
+    return nullptr;
+  }
+  static void drop(job_node* n, const char*) noexcept {
+    auto* self = static_cast<probe_node*>(n);
+    self->evicted = true;
+    ++self->ends;
+  }
+  static constexpr weft::detail::job_ops table{&run, &finish, &drop};
+};
+
+}  // namespace
+
+TEST_SUITE("bounded_elastic") {
+
+TEST_CASE("under concurrent admission, withdrawal, stealing and ageing out, every structure stays consistent") {
+  // Three submitters race three workers that age out after 1 ms (so slots
+  // are freed and reused), queues of 4 (so least-busy placement and the
+  // rejection policy both run), withdrawals from the middle of queues, and
+  // an auditor that checks every invariant of the core while all of it runs;
+  // once with the backlog scanning (as a pool this small does) and once with
+  // its index forced on.
+  for (int run = 0; run < 8; ++run) {
+    const rejection_policy policy = std::array{rejection_policy::abort, rejection_policy::caller_runs,
+                                               rejection_policy::discard, rejection_policy::discard_oldest}[run % 4];
+    const bool indexed = run >= 4;
+    CAPTURE(static_cast<int>(policy));
+    CAPTURE(indexed);
+    constexpr int submitters = 3, per_submitter = 1'500;
+    elastic_options o = small(3, 4, policy);
+    o.ttl = 1ms;
+    bounded_elastic pool(o);
+    weft::detail::elastic_core& core = weft::detail::elastic_access::core(pool);
+    if (indexed) {
+      std::lock_guard lk(core.mu);
+      core.backlog.index_from(0);
+    }
+    std::vector<std::unique_ptr<probe_node>> nodes;
+    for (int i = 0; i < submitters * per_submitter; ++i) nodes.push_back(std::make_unique<probe_node>());
+
+    std::atomic<bool> done{false};
+    std::atomic<int> audits{0};
+    std::string broken;
+    std::thread auditor([&] {
+      while (!done.load() && broken.empty()) {
+        broken = weft::detail::elastic_audit(core);
+        ++audits;
+        std::this_thread::sleep_for(20us);
+      }
+    });
+    std::atomic<std::uint64_t> refused{0}, withdrawn{0}, ran_here{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < submitters; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(static_cast<unsigned>(t + 1));
+        for (int i = 0; i < per_submitter; ++i) {
+          probe_node* n = nodes[static_cast<std::size_t>(t * per_submitter + i)].get();
+          n->work = std::chrono::microseconds(rng() % 30);
+          const char* why = nullptr;
+          weft::detail::admitted a;
+          try {
+            a = weft::detail::elastic_admit(&core, n, &why);
+          } catch (const weft::rejected_execution&) {
+            ++refused;
+            ++n->ends;
+            continue;
+          }
+          if (a == weft::detail::admitted::run_here) {
+            n->ops->run(n, {});
+            n->ops->finish(n);
+            ++ran_here;
+          } else if (a == weft::detail::admitted::discarded) {
+            ++refused;
+            ++n->ends;
+          }
+          if (i >= 3 && rng() % 3 == 0) {  // one of our last few, wherever it is now
+            probe_node* back = nodes[static_cast<std::size_t>(t * per_submitter + i - 1 - static_cast<int>(rng() % 3))].get();
+            if (weft::detail::elastic_withdraw(&core, back)) {
+              ++withdrawn;
+              ++back->ends;
+            }
+          }
+          if (rng() % 64 == 0) std::this_thread::sleep_for(2ms);  // let workers age out now and then
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    pool.shutdown();
+    REQUIRE(pool.await_termination(hang_limit));
+    done = true;
+    auditor.join();
+    CHECK_MESSAGE(broken.empty(), broken);
+    CHECK(weft::detail::elastic_audit(core).empty());
+    CHECK(audits.load() > 0);
+
+    std::uint64_t evicted = 0, ran = 0;
+    int not_once = 0;
+    for (auto& n : nodes) {
+      if (n->ends.load() != 1) ++not_once;
+      if (n->evicted) ++evicted;
+      if (n->ran) ++ran;
+    }
+    CHECK(not_once == 0);  // run, dropped, refused or withdrawn: exactly one
+    const auto s = pool.stats();
+    CHECK(s.withdrawn == withdrawn.load());
+    CHECK(s.completed + ran_here.load() == ran);
+    CHECK(s.submitted + refused.load() + ran_here.load() == nodes.size());
+    check_consistent(s, evicted);
+    if (policy == rejection_policy::discard_oldest) {
+      CHECK(s.rejected == evicted);
+    } else {
+      CHECK(evicted == 0);
+      CHECK(s.rejected == refused.load() + ran_here.load());
+    }
+  }
+}
+
+}  // TEST_SUITE

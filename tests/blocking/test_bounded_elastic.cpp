@@ -511,7 +511,7 @@ TEST_CASE("the run states follow ThreadPoolExecutor's: running, shutdown or stop
     CAPTURE(now);
     std::vector<pool_state> in_hook, polled;
     bool terminated_in_hook = true;
-    std::atomic<bool> done{false};
+    std::atomic<bool> done{false}, polling{false};
     bounded_elastic pool(small(2));
     weft::detail::elastic_test_hooks hooks;
     // Where Java runs terminated(): the pool is tidying, not yet terminated.
@@ -524,12 +524,16 @@ TEST_CASE("the run states follow ThreadPoolExecutor's: running, shutdown or stop
     std::thread poller([&] {
       pool_state last = pool.state();
       polled.push_back(last);
+      polling = true;
       while (!done.load()) {
         if (const pool_state s = pool.state(); s != last) polled.push_back(last = s);
         std::this_thread::yield();
       }
       if (const pool_state s = pool.state(); s != last) polled.push_back(s);
     });
+    // The poller's first look must come before the shutdown: a thread can
+    // start late on a loaded machine (seen under ASan in a fresh chroot).
+    test::wait_for([&] { return polling.load(); }, "the state poller to start");
     gate g;
     occupy(pool, g);
     if (now) {

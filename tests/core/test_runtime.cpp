@@ -172,17 +172,30 @@ TEST_CASE("a burst spawned on one loop spreads to the idle loop") {
   runtime rt(loops(2));
   std::mutex mu;
   std::set<std::thread::id> threads;
+  // Each task computes for at least 200 us and until both loops have run one
+  // of the burst (bounded by the shared "did not hang" limit): however late
+  // the OS schedules the idle loop's thread on a loaded machine, the busy
+  // loop is still busy when it comes.
+  const auto give_up = std::chrono::steady_clock::now() + test::generous;
   rt.block_on([&]() -> task<void> {
     std::vector<join_handle<void>> hs;
     for (int i = 0; i < 400; ++i)
-      hs.push_back(spawn([](std::mutex& m, std::set<std::thread::id>& seen) -> task<void> {
-        auto until = std::chrono::steady_clock::now() + 200us;  // a little compute each
-        while (std::chrono::steady_clock::now() < until) {
+      hs.push_back(spawn([](std::mutex& m, std::set<std::thread::id>& seen, auto deadline) -> task<void> {
+        {
+          std::lock_guard<std::mutex> g(m);
+          seen.insert(std::this_thread::get_id());
         }
-        std::lock_guard<std::mutex> g(m);
-        seen.insert(std::this_thread::get_id());
+        const auto until = std::chrono::steady_clock::now() + 200us;
+        for (;;) {
+          const auto now = std::chrono::steady_clock::now();
+          if (now >= deadline) break;
+          if (now >= until) {
+            std::lock_guard<std::mutex> g(m);
+            if (seen.size() == 2) break;
+          }
+        }
         co_return;
-      }(mu, threads)));
+      }(mu, threads, give_up)));
     for (auto& h : hs) co_await h;
   }());
   CHECK(threads.size() == 2);

@@ -11,14 +11,15 @@
 // stack with one exchange when that free list runs dry, so there is no ABA.
 //
 // Lifetime. Blocks can outlive their thread (a join cell kept after the
-// runtime is gone). Every free by another thread subtracts one from
-// `balance`; when the owner thread exits it retires the heap: it marks every
-// remote stack `retired` (later frees leave the block where it is) and adds
-// its own count of blocks out (`net_out`: handed out less freed locally) to
-// `balance`, which then counts the blocks still out. Whichever side brings it
-// to zero frees the heap and its chunks. Before the owner's add the count can
-// only be zero or negative, so nobody frees a live thread's heap. Both counts
-// are in bytes, so that `net_out + balance` is what the heap hands out now.
+// runtime is gone). Every free by another thread subtracts the block's bytes
+// from `balance`; when the owner thread exits it retires the heap: it marks
+// every remote stack `retired` (later frees leave the block where it is) and
+// adds its own count of bytes out (`net_out`: handed out less freed locally)
+// to `balance`, which then counts the bytes still out. Whichever side brings
+// it to zero frees the heap and its chunks. Before the owner's add the count
+// can only be zero or negative, so nobody frees a live thread's heap. Counting
+// bytes rather than blocks makes `net_out + balance` what the heap hands out
+// now, which paces the sweeps below.
 //
 // Giving memory back. Free lists keep what a burst freed, so a heap stays at
 // its peak; with one heap per loop and bursts landing on successive loops
@@ -258,11 +259,13 @@ struct block_heap {
     if (balance.fetch_add(out, std::memory_order_acq_rel) + out == 0) delete this;
   }
 
+  // What the chunks in use can hold (spares aside).
+  std::int64_t payload() const noexcept { return static_cast<std::int64_t>(chunk_count * chunk_payload); }
+
   // Free memory the heap holds: what its chunks have carved, less what is
   // out (relaxed: an estimate that only paces sweeps).
   std::int64_t free_estimate() const noexcept {
-    const auto mapped = static_cast<std::int64_t>(chunk_count * chunk_payload);
-    return mapped - (bump_end - bump) - (net_out + balance.load(std::memory_order_relaxed));
+    return payload() - (bump_end - bump) - (net_out + balance.load(std::memory_order_relaxed));
   }
 
   // The sweep of the header comment: returns the bytes of chunks that left
@@ -358,8 +361,6 @@ struct block_heap {
 
 namespace {
 
-block_heap* owner_of(void* p) noexcept { return chunk_of(p)->owner; }
-
 // A thread whose heap is already retired (it allocates from a thread_local
 // destructor that runs after ours) gets a heap of its own per block, retired
 // at once: the block's free then releases it.
@@ -393,8 +394,7 @@ std::int64_t pool_scavenge(std::int64_t now_ns) noexcept {
   block_heap* h = this_thread().heap;
   if (h == nullptr) return never;
   const std::int64_t free = h->free_estimate();
-  const auto mapped = static_cast<std::int64_t>(h->chunk_count * chunk_payload);
-  const std::int64_t worth = std::max(free_floor, mapped / 4);
+  const std::int64_t worth = std::max(free_floor, h->payload() / 4);
   if (free < worth) return never;
   // Not worth waking an idle loop for: its free memory lies in chunks that
   // still hold live blocks, and what frees them will find the loop busy.
@@ -433,7 +433,7 @@ void pool_deallocate(void* p, std::size_t bytes) noexcept {
     return;
   }
   const std::size_t cls = class_of(bytes);
-  block_heap* owner = owner_of(p);
+  block_heap* owner = chunk_of(p)->owner;
   block_heap* mine = nullptr;
   try {
     mine = my_heap();  // a thread that only frees batches too
